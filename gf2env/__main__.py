@@ -1,0 +1,5 @@
+import sys
+
+from gf2env.cli import main
+
+sys.exit(main())

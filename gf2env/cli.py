@@ -1,0 +1,179 @@
+"""The ``gf2`` command line: ``gf2 generate`` writes datasets, ``gf2 demo`` plays a seeded report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm import tqdm
+
+from gf2env.errors import GF2ConfigError
+from gf2env.oracle import TaskConfig
+from gf2env.records import Record, generate_records
+
+
+@dataclass(frozen=True)
+class DatasetPreset:
+    """A named dataset grid. ``n=None`` means each depth's instances have ``g + 1`` terms."""
+
+    depths: tuple[int, ...]
+    trials: int
+    n: int | None
+    p: int = 12
+    d: int = 4
+    K: int = 32
+    sampling: str = "adversarial"
+
+
+PRESETS = {
+    # The paper's estimator / small-depth LLM grid: n = 32 address bits at every depth.
+    "paper-small": DatasetPreset(depths=(0, 1, 3, 7, 15, 31), trials=500, n=32),
+    # The paper's large-depth LLM files: n = g + 1 address bits.
+    "paper-large": DatasetPreset(depths=(63, 127), trials=10, n=None),
+}
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of ints") from err
+
+
+PER_DEPTH = "g+1"  # --n g+1: each depth's instances have g + 1 terms
+
+
+def _n_arg(text: str) -> int | str:
+    if text == PER_DEPTH:
+        return PER_DEPTH
+    try:
+        return int(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"--n {text!r} is neither an integer nor 'g+1'") from err
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    preset = PRESETS[args.preset] if args.preset else DatasetPreset(depths=(0,), trials=100, n=32)
+    depths = args.depths if args.depths is not None else preset.depths
+    trials = args.trials if args.trials is not None else preset.trials
+    n = preset.n if args.n is None else (None if args.n == PER_DEPTH else args.n)
+    config = TaskConfig(
+        p=args.p or preset.p,
+        d=args.d or preset.d,
+        n=max(depths) + 1 if n is None else n,
+        K=args.K or preset.K,
+        sampling=args.sampling or preset.sampling,
+        w=args.w,
+    )
+    too_deep = [g for g in depths if n is not None and not 0 <= g < n]
+    if too_deep:
+        raise GF2ConfigError(
+            f"depths {too_deep} need more than n={n} terms (or are negative); pass --n g+1 or a "
+            f"larger --n."
+        )
+    records = generate_records(
+        config, depths, trials, args.seed, n_for_depth=(lambda g: g + 1) if n is None else None
+    )
+    bar = tqdm(records, total=len(depths) * trials, desc="records", unit="rec", disable=args.quiet)
+    count = 0
+    with open(args.out, "w") as fh:
+        if args.format == "jsonl":
+            for record in bar:
+                fh.write(_dumps(record) + "\n")
+                count += 1
+        else:
+            fh.write("[")
+            for record in bar:
+                fh.write(("," if count else "") + _dumps(record))
+                count += 1
+            fh.write("]\n")
+    print(f"wrote {count} records to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _dumps(record: Record) -> str:
+    return json.dumps(record.to_json())
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Play seeded episodes with the intersection decoder and the uniform agent; print per depth."""
+    import gymnasium as gym
+
+    from agents import IntersectionDecoder, UniformAgent
+
+    env = gym.make("GF2Recon-v0", p=args.p, d=args.d, n=args.n, K=args.K, sampling=args.sampling)
+    base = env.unwrapped.config
+    agents = {
+        "intersection": IntersectionDecoder(base.p, base.d, seed=args.seed),
+        "uniform": UniformAgent(base.num_candidates, seed=args.seed),
+    }
+    rewards = {name: np.zeros((args.episodes, base.n)) for name in agents}
+    for name, agent in agents.items():
+        for ep in tqdm(range(args.episodes), desc=name, unit="ep", disable=args.quiet):
+            obs, info = env.reset(seed=args.seed + ep)
+            terminated = False
+            while not terminated:
+                obs, reward, terminated, _, info = env.step(agent.act(obs))
+                rewards[name][ep, info["depth"]] = reward
+    print(
+        f"GF2Recon-v0 p={base.p} d={base.d} n={base.n} K={base.K} sampling={base.sampling} "
+        f"(w={base.weight if base.sampling == 'adversarial' else '-'}), "
+        f"{args.episodes} episodes, seed {args.seed}"
+    )
+    print(f"trivial baseline 1/C(p, d-1) = {base.trivial_baseline:.4f}")
+    print(f"{'depth':>5}  " + "  ".join(f"{name:>12}" for name in agents))
+    for g in range(base.n):
+        print(f"{g:>5}  " + "  ".join(f"{rewards[name][:, g].mean():>12.3f}" for name in agents))
+    print(f"{'all':>5}  " + "  ".join(f"{rewards[name].mean():>12.3f}" for name in agents))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gf2", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    gen = sub.add_parser("generate", help="write a dataset of records in the paper's JSON format")
+    gen.add_argument("--preset", choices=sorted(PRESETS), help="a paper grid (overridable below)")
+    gen.add_argument("--depths", type=_int_list, help="comma-separated depths, e.g. 0,1,3,7")
+    gen.add_argument("--trials", type=int, help="records a depth")
+    gen.add_argument("--n", type=_n_arg, help="terms an instance, or 'g+1' (default: the preset's)")
+    gen.add_argument("--p", type=int)
+    gen.add_argument("--d", type=int)
+    gen.add_argument("--K", type=int)
+    gen.add_argument("--sampling", choices=("adversarial", "diagnostic", "uniform"))
+    gen.add_argument("--w", type=int, help="adversarial payload weight (default w*)")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--format", choices=("json", "jsonl"), default="json")
+    gen.add_argument("--out", required=True, help="output file")
+    gen.add_argument("--quiet", action="store_true", help="no progress bar")
+    gen.set_defaults(func=cmd_generate)
+
+    demo = sub.add_parser("demo", help="seeded report: reward per depth against the baseline")
+    demo.add_argument("--episodes", type=int, default=20)
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--p", type=int, default=12)
+    demo.add_argument("--d", type=int, default=4)
+    demo.add_argument("--n", type=int, default=32)
+    demo.add_argument("--K", type=int, default=32)
+    demo.add_argument("--sampling", default="adversarial")
+    demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except GF2ConfigError as err:
+        parser.exit(2, f"gf2: error: {err}\n")
+        return 2  # pragma: no cover
+
+
+if __name__ == "__main__":
+    sys.exit(main())

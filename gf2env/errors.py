@@ -1,0 +1,15 @@
+"""Typed exceptions raised on user-facing bad input."""
+
+from __future__ import annotations
+
+
+class GF2ConfigError(ValueError):
+    """An invalid task configuration (p, d, n, K, w, sampling mode, step mode, ...)."""
+
+
+class InvalidActionError(ValueError):
+    """An action that is not in the action space, or an index set that is not a term."""
+
+
+class RecordFormatError(ValueError):
+    """A record that does not follow the paper's JSON format."""

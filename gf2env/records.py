@@ -1,0 +1,178 @@
+"""Records in the paper's JSON format (design.md §5) and deterministic dataset generation.
+
+A record is ``{"exp", "n", "p", "d_max", "g", "prefix", "target", "samples"}``; each sample is
+``{"x": hex, "y": 0|1}``, ``x`` being the ``n + p`` bits ``(a, v)`` read most significant first
+(``a_1`` is the top bit), and payload indices 0-based within ``v``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gf2env.combinatorics import check_support
+from gf2env.errors import InvalidActionError, RecordFormatError
+from gf2env.oracle import Evidence, Instance, TaskConfig, circuit_labels, draw_evidence, draw_instance
+
+
+@dataclass(frozen=True)
+class Record:
+    """One step of one instance: the prefix, the next term and the samples offered for it."""
+
+    n: int
+    p: int
+    d: int
+    prefix: tuple[tuple[int, ...], ...]
+    target: tuple[int, ...]
+    address: np.ndarray  # (K, n) uint8
+    payload: np.ndarray  # (K, p) uint8
+    labels: np.ndarray  # (K,) uint8
+    exp: str = "grid"
+
+    @property
+    def g(self) -> int:
+        return len(self.prefix)
+
+    @property
+    def K(self) -> int:
+        return int(self.labels.shape[0])
+
+    @property
+    def evidence(self) -> Evidence:
+        return Evidence(g=self.g, address=self.address, payload=self.payload, labels=self.labels)
+
+    def instance(self) -> Instance:
+        """The circuit restricted to the ``g + 1`` terms this record knows (prefix, then target)."""
+        return Instance.from_supports(np.array([*self.prefix, self.target]), self.p, self.d)
+
+    def recomputed_labels(self) -> np.ndarray:
+        """Labels evaluated from the prefix and target on the samples (they equal ``labels``)."""
+        inst = self.instance()
+        return circuit_labels(self.address, self.evidence.payload_masks, inst.masks)
+
+    @classmethod
+    def from_step(cls, instance: Instance, evidence: Evidence, exp: str = "grid") -> Record:
+        g = evidence.g
+        return cls(
+            n=instance.n,
+            p=instance.p,
+            d=instance.d,
+            prefix=tuple(instance.term(j) for j in range(g)),
+            target=instance.term(g),
+            address=evidence.address,
+            payload=evidence.payload,
+            labels=evidence.labels,
+            exp=exp,
+        )
+
+    # ------------------------------------------------------------------ JSON
+    def to_json(self) -> dict[str, Any]:
+        bits = np.concatenate([self.address, self.payload], axis=1)
+        return {
+            "exp": self.exp,
+            "n": self.n,
+            "p": self.p,
+            "d_max": self.d,
+            "g": self.g,
+            "prefix": [list(s) for s in self.prefix],
+            "target": list(self.target),
+            "samples": [
+                {"x": hex(int("".join(map(str, row.tolist())), 2)), "y": int(y)}
+                for row, y in zip(bits, self.labels)
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Record:
+        missing = {"n", "p", "d_max", "g", "prefix", "target", "samples"} - set(obj)
+        if missing:
+            raise RecordFormatError(f"Record lacks the fields {sorted(missing)}.")
+        n, p, d, g = (int(obj[key]) for key in ("n", "p", "d_max", "g"))
+        try:
+            prefix = tuple(check_support(s, p, d - 1) for s in obj["prefix"])
+            target = check_support(obj["target"], p, d - 1)
+        except InvalidActionError as err:
+            raise RecordFormatError(f"Record with g={g} has an invalid term: {err}") from err
+        if len(prefix) != g:
+            raise RecordFormatError(f"Record says g={g} but its prefix has {len(prefix)} terms.")
+        if not g < n:
+            raise RecordFormatError(f"Record has g={g} but only n={n} address bits; need g < n.")
+        width = n + p
+        rows, labels = [], []
+        for s in obj["samples"]:
+            value = int(s["x"], 16)
+            if value >> width:
+                raise RecordFormatError(
+                    f"Sample x={s['x']} has more than n+p={width} bits for n={n}, p={p}."
+                )
+            rows.append([(value >> (width - 1 - i)) & 1 for i in range(width)])
+            if s["y"] not in (0, 1):
+                raise RecordFormatError(f"Sample label y={s['y']!r} is not 0 or 1.")
+            labels.append(int(s["y"]))
+        bits = np.array(rows, dtype=np.uint8).reshape(len(rows), width)
+        return cls(
+            n=n,
+            p=p,
+            d=d,
+            prefix=prefix,
+            target=target,
+            address=bits[:, :n],
+            payload=bits[:, n:],
+            labels=np.array(labels, dtype=np.uint8),
+            exp=str(obj.get("exp", "grid")),
+        )
+
+
+def read_records(path: str | Path) -> list[Record]:
+    """Read a JSON array of records (the paper's files) or JSON Lines, one record a line."""
+    text = Path(path).read_text()
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        objs = json.loads(text)
+    else:
+        objs = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [Record.from_json(o) for o in objs]
+
+
+def write_records(path: str | Path, records: Iterable[Record]) -> int:
+    """Write records as one JSON array (the paper's layout); returns how many were written."""
+    objs = [r.to_json() for r in records]
+    Path(path).write_text(json.dumps(objs) + "\n")
+    return len(objs)
+
+
+# ---------------------------------------------------------------------- generation
+def record_rng(seed: int, g: int, trial: int) -> np.random.Generator:
+    """The generator of record ``trial`` at depth ``g``: a pure function of (seed, g, trial)."""
+    return np.random.default_rng([seed, g, trial])
+
+
+def generate_record(config: TaskConfig, g: int, trial: int, seed: int, n: int | None = None) -> Record:
+    """Record ``trial`` at depth ``g``: a fresh instance of ``n`` terms (default ``config.n``)."""
+    n = config.n if n is None else n
+    rng = record_rng(seed, g, trial)
+    instance = draw_instance(rng, n, config.p, config.d)
+    return Record.from_step(instance, draw_evidence(rng, instance, g, config))
+
+
+def generate_records(
+    config: TaskConfig,
+    depths: Iterable[int],
+    trials: int,
+    seed: int,
+    n_for_depth: Any = None,
+) -> Iterator[Record]:
+    """Records for every depth and trial, in (depth, trial) order.
+
+    ``n_for_depth`` maps a depth to the number of terms of its instances (default: ``config.n``);
+    the paper's large-depth files use ``lambda g: g + 1``.
+    """
+    for g in depths:
+        n = config.n if n_for_depth is None else int(n_for_depth(g))
+        for trial in range(trials):
+            yield generate_record(config, g, trial, seed, n=n)

@@ -1,0 +1,1 @@
+"""Training loops (TRL and stable-baselines3) that log γ_g by depth while they train."""
