@@ -72,8 +72,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     too_deep = [g for g in depths if n is not None and not 0 <= g < n]
     if too_deep:
         raise GF2ConfigError(
-            f"depths {too_deep} need more than n={n} terms (or are negative); pass --n g+1 or a "
-            f"larger --n."
+            f"depths {too_deep} need more than n={n} terms (or are negative); pass --n g+1 or a larger --n."
         )
     records = generate_records(
         config, depths, trials, args.seed, n_for_depth=(lambda g: g + 1) if n is None else None

@@ -41,8 +41,7 @@ def unrank_support(rank: int, p: int, k: int) -> tuple[int, ...]:
     total = comb(p, k)
     if not 0 <= rank < total:
         raise InvalidActionError(
-            f"Support rank {rank} is outside [0, {total}) for p={p}, d-1={k}; "
-            f"pass an integer in that range."
+            f"Support rank {rank} is outside [0, {total}) for p={p}, d-1={k}; pass an integer in that range."
         )
     colex = total - 1 - rank
     mirrored = []
@@ -75,9 +74,7 @@ def check_support(indices: Sequence[int], p: int, k: int) -> tuple[int, ...]:
             f"Support {values} has indices {out_of_range} outside the payload range [0, {p})."
         )
     if len(set(values)) != k:
-        raise InvalidActionError(
-            f"Support {values} repeats an index; pass {k} distinct payload indices."
-        )
+        raise InvalidActionError(f"Support {values} repeats an index; pass {k} distinct payload indices.")
     return tuple(sorted(values))
 
 

@@ -210,9 +210,7 @@ class GF2ReconEnv(gym.Env):
         info = {"depth": start, "attempt": 1, "trivial_baseline": c.trivial_baseline}
         return self._observation(), info
 
-    def step(
-        self, action: Any
-    ) -> tuple[dict[str, np.ndarray], SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[dict[str, np.ndarray], SupportsFloat, bool, bool, dict[str, Any]]:
         if self._done or self._instance is None:
             raise RuntimeError("step() called on a finished or unreset episode; call reset() first.")
         support = self._action_support(action)
@@ -256,9 +254,7 @@ class GF2ReconEnv(gym.Env):
         c = self.config
         prefix = [self._instance.term(j) for j in range(self._depth)]
         e = self._evidence
-        return render_paper_prompt(
-            prefix, e.address, e.payload, e.labels, n=c.n, p=c.p, d=c.d
-        )
+        return render_paper_prompt(prefix, e.address, e.payload, e.labels, n=c.n, p=c.p, d=c.d)
 
     # ----------------------------------------------------------------- internals
     def _check_depth(self, depth: Any, name: str) -> int:

@@ -193,23 +193,17 @@ def draw_payloads(rng: np.random.Generator, config: TaskConfig, K: int) -> np.nd
     return np.concatenate([fixed[:K], rest], axis=0)
 
 
-def circuit_labels(
-    address: np.ndarray, payload_masks: np.ndarray, term_masks: np.ndarray
-) -> np.ndarray:
+def circuit_labels(address: np.ndarray, payload_masks: np.ndarray, term_masks: np.ndarray) -> np.ndarray:
     """Evaluate ``XOR_j a_j M_j(v)`` over the terms given, on every sample: (K,) ``uint8``."""
     m = len(term_masks)
     active = address[:, :m].astype(bool) & fires(payload_masks, term_masks)
     return (np.count_nonzero(active, axis=1) & 1).astype(np.uint8)
 
 
-def draw_evidence(
-    rng: np.random.Generator, instance: Instance, g: int, config: TaskConfig
-) -> Evidence:
+def draw_evidence(rng: np.random.Generator, instance: Instance, g: int, config: TaskConfig) -> Evidence:
     """K fresh samples of the step-``g`` oracle for ``instance``."""
     if not 0 <= g < instance.n:
-        raise GF2ConfigError(
-            f"depth g={g} is outside [0, n) = [0, {instance.n}); the next term must exist."
-        )
+        raise GF2ConfigError(f"depth g={g} is outside [0, n) = [0, {instance.n}); the next term must exist.")
     K = config.K
     address = np.zeros((K, instance.n), dtype=np.uint8)
     address[:, :g] = rng.integers(0, 2, size=(K, g), dtype=np.uint8)

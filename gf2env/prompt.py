@@ -24,10 +24,11 @@ def render_paper_prompt(
     p: int,
     d: int,
 ) -> str:
-    """The paper-style prompt for depth ``g = len(prefix)``; indices in ``prefix`` are payload indices."""
+    """The paper-style prompt at depth ``g = len(prefix)``; ``prefix`` holds payload indices."""
     g = len(prefix)
     N = n + p
     k = d - 1
+    example = ", ".join(str(n + i) for i in range(k))
     lines = [
         f"A hidden Boolean function over GF(2) has N = {N} input variables x_0 .. x_{N - 1}.",
         f"Variables x_0 .. x_{n - 1} are address bits; x_{n} .. x_{N - 1} are payload bits.",
@@ -53,8 +54,7 @@ def render_paper_prompt(
         lines.append(" ".join(map(str, row[:-1].tolist())) + " | " + str(int(row[-1])))
     lines += [
         "",
-        f"Find monomial m_{g}: the {k} payload variables (indices in [{n}, {N - 1}]) that "
-        f"multiply x_{g}.",
-        f"Answer with their indices in a box, for example \\boxed{{[{', '.join(str(n + i) for i in range(k))}]}}.",
+        f"Find monomial m_{g}: the {k} payload variables (indices in [{n}, {N - 1}]) that multiply x_{g}.",
+        f"Answer with their indices in a box, for example \\boxed{{[{example}]}}.",
     ]
     return "\n".join(lines) + "\n"

@@ -17,7 +17,14 @@ import numpy as np
 
 from gf2env.combinatorics import check_support
 from gf2env.errors import InvalidActionError, RecordFormatError
-from gf2env.oracle import Evidence, Instance, TaskConfig, circuit_labels, draw_evidence, draw_instance
+from gf2env.oracle import (
+    Evidence,
+    Instance,
+    TaskConfig,
+    circuit_labels,
+    draw_evidence,
+    draw_instance,
+)
 
 
 @dataclass(frozen=True)
@@ -83,7 +90,7 @@ class Record:
             "target": list(self.target),
             "samples": [
                 {"x": hex(int("".join(map(str, row.tolist())), 2)), "y": int(y)}
-                for row, y in zip(bits, self.labels)
+                for row, y in zip(bits, self.labels, strict=True)
             ],
         }
 
@@ -107,9 +114,7 @@ class Record:
         for s in obj["samples"]:
             value = int(s["x"], 16)
             if value >> width:
-                raise RecordFormatError(
-                    f"Sample x={s['x']} has more than n+p={width} bits for n={n}, p={p}."
-                )
+                raise RecordFormatError(f"Sample x={s['x']} has more than n+p={width} bits for n={n}, p={p}.")
             rows.append([(value >> (width - 1 - i)) & 1 for i in range(width)])
             if s["y"] not in (0, 1):
                 raise RecordFormatError(f"Sample label y={s['y']!r} is not 0 or 1.")

@@ -32,15 +32,16 @@ class Verdict:
     indices: tuple[int, ...] | None
 
 
-_LIST = re.compile(r"^\s*\[?\s*([^\[\]]*?)\s*\]?\s*$")
+_LIST = re.compile(r"^\s*(?:\[\s*([^\[\]]*?)\s*\]|([^\[\]]*?))\s*$")
 
 
 def parse_index_list(text: str) -> list[str] | None:
     """Split ``"[i, j, k]"`` (brackets optional) into its comma-separated items; ``None`` if empty."""
     match = _LIST.match(text)
-    if match is None or not match.group(1).strip():
+    body = None if match is None else (match.group(1) if match.group(1) is not None else match.group(2))
+    if body is None or not body.strip():
         return None
-    return [item.strip() for item in match.group(1).split(",")]
+    return [item.strip() for item in body.split(",")]
 
 
 def validate(
@@ -67,7 +68,7 @@ def validate(
             return Verdict(False, False, Failure.NO_ANSWER, None)
         values: list[int] = []
         for item in items:
-            if not re.fullmatch(r"[+-]?\d+", item):
+            if not re.fullmatch(r"[+-]?[0-9]+", item):
                 return Verdict(False, False, Failure.NOT_INTEGER, None)
             values.append(int(item))
     else:
