@@ -71,6 +71,8 @@ def validate(
             if not re.fullmatch(r"[+-]?[0-9]+", item):
                 return Verdict(False, False, Failure.NOT_INTEGER, None)
             values.append(int(item))
+    elif isinstance(candidate, (bytes, bytearray)) or not isinstance(candidate, Sequence | np.ndarray):
+        return Verdict(False, False, Failure.NOT_INTEGER, None)
     else:
         values = []
         for item in candidate:

@@ -296,3 +296,14 @@ def test_validate_other_support_is_wrong_term(case, data):
     other = unrank_support(other_rank, p, k)
     verdict = validate(list(other), target, p)
     assert verdict == Verdict(True, False, Failure.WRONG_TERM, other)
+
+
+@pytest.mark.parametrize("candidate", [5, 5.0, b"[4, 5, 7]", {"a": 1}])
+def test_validate_non_sequences_are_not_integer_answers(candidate):
+    verdict = validate(candidate, (4, 5, 7), 12)
+    assert verdict.failure is Failure.NOT_INTEGER and not verdict.well_formed
+
+
+def test_validate_requires_balanced_brackets_and_ascii_digits():
+    assert validate("[4, 5, 7", (4, 5, 7), 12).failure is Failure.NO_ANSWER
+    assert validate("\u0664,5,7", (4, 5, 7), 12).failure is Failure.NOT_INTEGER
