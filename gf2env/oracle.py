@@ -176,40 +176,72 @@ def draw_instance(rng: np.random.Generator, n: int, p: int, d: int) -> Instance:
     return Instance.from_supports(supports, p, d)
 
 
-def draw_payloads(rng: np.random.Generator, config: TaskConfig, K: int) -> np.ndarray:
-    """K payload vectors, (K, p) ``uint8``, by the configured sampling mode."""
+def sample_uniforms(rng: np.random.Generator, config: TaskConfig, n: int) -> np.ndarray:
+    """All the randomness of one step: a (K, n + p) array of uniforms in [0, 1), one draw.
+
+    :func:`evidence_from_uniforms` turns it into samples. Drawing the same shape from one call at
+    every depth is what lets the vector env reproduce N single envs exactly, env by env.
+    """
+    return rng.random((config.K, n + config.p))
+
+
+def payloads_from_uniforms(u: np.ndarray, config: TaskConfig) -> np.ndarray:
+    """Payloads (..., K, p) ``uint8`` from uniforms (..., K, p), by the sampling mode.
+
+    adversarial: the ``w`` positions with the smallest uniforms (a uniform weight-``w`` vector);
+    uniform: ``u < 1/2``; diagnostic: all-ones, then all-ones with bit ``i`` cleared for each ``i``,
+    then ``u < 1/2``.
+    """
     p = config.p
-    if config.sampling == "uniform":
-        return rng.integers(0, 2, size=(K, p), dtype=np.uint8)
     if config.sampling == "adversarial":
-        chosen = np.argsort(rng.random((K, p)), axis=1)[:, : config.weight]
-        payload = np.zeros((K, p), dtype=np.uint8)
-        np.put_along_axis(payload, chosen, 1, axis=1)
+        chosen = np.argsort(u, axis=-1)[..., : config.weight]
+        payload = np.zeros(u.shape, dtype=np.uint8)
+        np.put_along_axis(payload, chosen, 1, axis=-1)
         return payload
-    # Diagnostic: all-ones, then all-ones with bit i cleared for each i, then uniform.
-    fixed = np.ones((p + 1, p), dtype=np.uint8)
-    fixed[np.arange(1, p + 1), np.arange(p)] = 0
-    rest = rng.integers(0, 2, size=(max(K - (p + 1), 0), p), dtype=np.uint8)
-    return np.concatenate([fixed[:K], rest], axis=0)
+    payload = (u < 0.5).astype(np.uint8)
+    if config.sampling == "diagnostic":
+        fixed = np.ones((p + 1, p), dtype=np.uint8)
+        fixed[np.arange(1, p + 1), np.arange(p)] = 0
+        rows = min(p + 1, u.shape[-2])
+        payload[..., :rows, :] = fixed[:rows]
+    return payload
 
 
 def circuit_labels(address: np.ndarray, payload_masks: np.ndarray, term_masks: np.ndarray) -> np.ndarray:
-    """Evaluate ``XOR_j a_j M_j(v)`` over the terms given, on every sample: (K,) ``uint8``."""
-    m = len(term_masks)
-    active = address[:, :m].astype(bool) & fires(payload_masks, term_masks)
-    return (np.count_nonzero(active, axis=1) & 1).astype(np.uint8)
+    """Evaluate ``XOR_j a_j M_j(v)`` over the terms given, on every sample: (..., K) ``uint8``.
+
+    ``address`` is (..., K, >= m), ``payload_masks`` (..., K) and ``term_masks`` (..., m).
+    """
+    m = term_masks.shape[-1]
+    active = address[..., :m].astype(bool) & fires(payload_masks, term_masks)
+    return (np.count_nonzero(active, axis=-1) & 1).astype(np.uint8)
+
+
+def evidence_from_uniforms(
+    u: np.ndarray, g: np.ndarray | int, term_masks: np.ndarray, config: TaskConfig
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The step-``g`` oracle applied to uniforms ``u`` (..., K, n + p): (address, payload, labels).
+
+    ``g`` is an int or one depth per leading index; ``term_masks`` (..., n) are the instance's
+    terms. Address column ``g`` is 1, earlier columns are ``u < 1/2``, later ones 0.
+    """
+    p = config.p
+    n = u.shape[-1] - p
+    g = np.asarray(g)[..., None, None]
+    cols = np.arange(n)
+    address = (((u[..., :n] < 0.5) & (cols < g)) | (cols == g)).astype(np.uint8)
+    payload = payloads_from_uniforms(u[..., n:], config)
+    used = int(g.max()) + 1  # columns past every depth are zero: skip them
+    labels = circuit_labels(address, pack_bits(payload), term_masks[..., :used])
+    return address, payload, labels
 
 
 def draw_evidence(rng: np.random.Generator, instance: Instance, g: int, config: TaskConfig) -> Evidence:
     """K fresh samples of the step-``g`` oracle for ``instance``."""
     if not 0 <= g < instance.n:
         raise GF2ConfigError(f"depth g={g} is outside [0, n) = [0, {instance.n}); the next term must exist.")
-    K = config.K
-    address = np.zeros((K, instance.n), dtype=np.uint8)
-    address[:, :g] = rng.integers(0, 2, size=(K, g), dtype=np.uint8)
-    address[:, g] = 1
-    payload = draw_payloads(rng, config, K)
-    labels = circuit_labels(address, pack_bits(payload), instance.masks[: g + 1])
+    u = sample_uniforms(rng, config, instance.n)
+    address, payload, labels = evidence_from_uniforms(u, g, instance.masks, config)
     return Evidence(g=g, address=address, payload=payload, labels=labels)
 
 
