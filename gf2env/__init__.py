@@ -19,17 +19,23 @@ from gf2env.oracle import (
 )
 from gf2env.records import Record, generate_records, read_records, write_records
 from gf2env.validator import Failure, Verdict, validate
+from gf2env.vector import GF2ReconVectorEnv
 
 __version__ = "0.1.0"
 
 if "GF2Recon-v0" not in registry:
-    register(id="GF2Recon-v0", entry_point="gf2env.env:GF2ReconEnv")
+    register(
+        id="GF2Recon-v0",
+        entry_point="gf2env.env:GF2ReconEnv",
+        vector_entry_point="gf2env.vector:GF2ReconVectorEnv",
+    )
 
 __all__ = [
     "Evidence",
     "Failure",
     "GF2ConfigError",
     "GF2ReconEnv",
+    "GF2ReconVectorEnv",
     "Instance",
     "InvalidActionError",
     "Record",

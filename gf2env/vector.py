@@ -1,0 +1,216 @@
+"""GF2ReconVectorEnv: N GF2Recon environments stepped as one numpy batch.
+
+The maths is the single env's (:func:`gf2env.oracle.evidence_from_uniforms`) on a leading batch
+axis. Each sub-env keeps its own random generator, seeded as Gymnasium's ``SyncVectorEnv`` seeds
+its sub-envs (``seed + i``), so with the same seeds the batch reproduces N single envs exactly,
+across autoresets. Per step the only Python loop is one ``random`` draw per sub-env.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from gf2env.combinatorics import supports_to_masks, unrank_support
+from gf2env.env import GF2ReconEnv
+from gf2env.errors import InvalidActionError
+from gf2env.oracle import draw_instance, evidence_from_uniforms
+
+MAX_SUPPORT_TABLE = 2_000_000  # candidates whose masks are tabulated for batched action decoding
+
+
+class GF2ReconVectorEnv(VectorEnv):
+    """``num_envs`` copies of :class:`~gf2env.env.GF2ReconEnv` (same kwargs), batched in numpy.
+
+    Autoreset is ``NEXT_STEP``: the step after a sub-env terminates resets it (its action is
+    ignored) and returns the reset observation with reward 0. Integer actions only, shape
+    ``(num_envs,)``. ``info`` carries the single env's keys as arrays with ``_key`` masks;
+    ``target`` and ``action_indices`` are ``(num_envs, d-1)`` integer arrays.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+
+    def __init__(self, num_envs: int = 1, **kwargs: Any) -> None:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+            raise ValueError(f"num_envs={num_envs!r} is less than the minimum 1; pass an int >= 1.")
+        if kwargs.get("render_mode") is not None:
+            raise ValueError("GF2ReconVectorEnv does not render; drop render_mode.")
+        self.single = GF2ReconEnv(**kwargs)  # validates the kwargs, holds the spaces
+        self.num_envs = int(num_envs)
+        self.config = c = self.single.config
+        self.single_observation_space = self.single.observation_space
+        self.single_action_space = self.single.action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.step_mode, self.max_attempts = self.single.step_mode, self.single.max_attempts
+        self.start_depth = self.single.start_depth
+        N = self.num_envs
+        if c.num_candidates <= MAX_SUPPORT_TABLE:
+            table = np.array(list(combinations(range(c.p), c.k)), dtype=np.int64)
+            self._support_table: np.ndarray | None = table
+        else:
+            self._support_table = None
+        self._rngs: list[np.random.Generator] = [seeding.np_random(None)[0] for _ in range(N)]
+        self._supports = np.zeros((N, c.n, c.k), dtype=np.int64)
+        self._masks = np.zeros((N, c.n), dtype=np.uint64)
+        self._prefix = np.zeros((N, c.n, c.p), dtype=np.int8)
+        self._depth = np.zeros(N, dtype=np.int64)
+        self._attempt = np.ones(N, dtype=np.int64)
+        self._needs_reset = np.zeros(N, dtype=bool)
+        self._u = np.zeros((N, c.K, c.n + c.p))
+        self._address = np.zeros((N, c.K, c.n), dtype=np.int8)
+        self._payload = np.zeros((N, c.K, c.p), dtype=np.int8)
+        self._labels = np.zeros((N, c.K), dtype=np.int8)
+
+    # ----------------------------------------------------------------- helpers
+    def _reset_envs(self, idx: np.ndarray, seeds: list[int | None] | None, start: int) -> None:
+        c = self.config
+        for pos, i in enumerate(idx):
+            if seeds is not None:
+                self._rngs[i] = seeding.np_random(seeds[pos])[0]
+            inst = draw_instance(self._rngs[i], c.n, c.p, c.d)
+            self._supports[i] = inst.supports
+            self._masks[i] = inst.masks
+        self._prefix[idx] = 0
+        for j in range(start):  # reveal the first `start` terms
+            self._prefix[idx[:, None], j, self._supports[idx, j]] = 1
+        self._depth[idx] = start
+        self._attempt[idx] = 1
+        self._draw(idx)
+
+    def _draw(self, idx: np.ndarray) -> None:
+        """Fresh evidence for the sub-envs ``idx`` at their current depths (all < n)."""
+        if len(idx) == 0:
+            return
+        for i in idx:
+            self._rngs[i].random(out=self._u[i])
+        address, payload, labels = evidence_from_uniforms(
+            self._u[idx], self._depth[idx], self._masks[idx], self.config
+        )
+        self._address[idx], self._payload[idx], self._labels[idx] = address, payload, labels
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        return {
+            "prefix": self._prefix.copy(),
+            "depth": self._depth.copy(),
+            "address": self._address.copy(),
+            "payload": self._payload.copy(),
+            "labels": self._labels.copy(),
+        }
+
+    def _decode_actions(self, actions: Any) -> np.ndarray:
+        actions = np.asarray(actions)
+        if actions.shape != (self.num_envs,) or not np.issubdtype(actions.dtype, np.integer):
+            raise InvalidActionError(
+                f"Actions of shape {actions.shape} and dtype {actions.dtype} are not "
+                f"{self.num_envs} integers; pass an int array of shape ({self.num_envs},)."
+            )
+        n_cand = self.single_action_space.n
+        bad = (actions < 0) | (actions >= n_cand)
+        if bad.any():
+            raise InvalidActionError(
+                f"Actions {actions[bad].tolist()} are outside Discrete({n_cand}) (sub-envs "
+                f"{np.flatnonzero(bad).tolist()}); pass integers in [0, {n_cand})."
+            )
+        if self._support_table is not None:
+            return self._support_table[actions]
+        c = self.config
+        return np.array([unrank_support(int(a), c.p, c.k) for a in actions], dtype=np.int64)
+
+    # ----------------------------------------------------------------- gym API
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        N = self.num_envs
+        if seed is None:
+            seeds: list[int | None] | None = None
+        elif isinstance(seed, (int, np.integer)):
+            seeds = [int(seed) + i for i in range(N)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != N:
+                raise ValueError(f"reset got {len(seeds)} seeds for num_envs={N}; pass {N} seeds.")
+        options = dict(options or {})
+        start = options.pop("start_depth", self.start_depth)
+        if options:
+            raise ValueError(f"reset options {sorted(options)} are unknown; the only one is 'start_depth'.")
+        start = self.single._check_depth(start, "start_depth")
+        self._reset_envs(np.arange(N), seeds, start)
+        self._needs_reset[:] = False
+        ones = np.ones(N, dtype=bool)
+        info = {
+            "depth": self._depth.copy(),
+            "_depth": ones,
+            "attempt": self._attempt.copy(),
+            "_attempt": ones.copy(),
+            "trivial_baseline": np.full(N, self.config.trivial_baseline),
+            "_trivial_baseline": ones.copy(),
+        }
+        return self._observation(), info
+
+    def step(
+        self, actions: Any
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        c, N = self.config, self.num_envs
+        support = self._decode_actions(actions)
+        resetting = self._needs_reset.copy()
+        live = ~resetting
+        rows = np.arange(N)
+        g = np.minimum(self._depth, c.n - 1)
+        target = self._supports[rows, g]
+        correct = live & (supports_to_masks(support) == self._masks[rows, g])
+        attempt = self._attempt.copy()
+        wrong = live & ~correct
+        terminated = np.zeros(N, dtype=bool)
+        if self.step_mode == "terminate":
+            terminated |= wrong
+            advance = live & correct
+            retry = np.zeros(N, dtype=bool)
+        elif self.step_mode == "retry":
+            retry = wrong & (attempt < self.max_attempts)
+            advance = live & ~retry
+        else:
+            retry = np.zeros(N, dtype=bool)
+            advance = live.copy()
+        exhausted = advance & wrong & (self.step_mode == "retry")
+
+        adv = np.flatnonzero(advance)
+        self._prefix[adv[:, None], g[adv][:, None], self._supports[adv, g[adv]]] = 1
+        self._depth[adv] += 1
+        self._attempt[adv] = 1
+        self._attempt[retry] += 1
+        finished = advance & (self._depth == c.n)
+        terminated |= finished
+        self._address[finished] = 0
+        self._payload[finished] = 0
+        self._labels[finished] = 0
+        self._draw(np.flatnonzero((advance & ~finished) | retry))
+
+        reset_idx = np.flatnonzero(resetting)
+        if len(reset_idx):
+            self._reset_envs(reset_idx, None, self.start_depth)
+        self._needs_reset = terminated.copy()
+
+        info: dict[str, Any] = {
+            "depth": np.where(live, g, self._depth),
+            "_depth": np.ones(N, dtype=bool),
+            "attempt": np.where(live, attempt, 1),
+            "_attempt": np.ones(N, dtype=bool),
+            "trivial_baseline": np.full(N, c.trivial_baseline),
+            "_trivial_baseline": np.ones(N, dtype=bool),
+            "correct": correct,
+            "_correct": live,
+            "action_indices": support,
+            "_action_indices": live,
+            "target": target,
+            "_target": live,
+            "exhausted": exhausted,
+            "_exhausted": live,
+        }
+        rewards = correct.astype(np.float64)
+        return self._observation(), rewards, terminated, np.zeros(N, dtype=bool), info

@@ -1,0 +1,98 @@
+"""GF2ReconVectorEnv: bit-for-bit equal to N single envs across autoresets; Gymnasium conventions."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector.utils import batch_space
+
+import gf2env  # noqa: F401  (registers GF2Recon-v0)
+from gf2env import GF2ReconEnv, GF2ReconVectorEnv, InvalidActionError
+
+STEP_MODES = [
+    {"step_mode": "reveal"},
+    {"step_mode": "terminate"},
+    {"step_mode": "retry", "max_attempts": 2},
+]
+
+
+def single_rollout(kwargs, seed, actions):
+    """What one single env does under NEXT_STEP autoreset with the given action sequence."""
+    env = GF2ReconEnv(**kwargs)
+    obs, info = env.reset(seed=seed)
+    out = [(obs, None, False, info)]
+    needs_reset = False
+    for a in actions:
+        if needs_reset:
+            obs, info = env.reset()
+            out.append((obs, 0.0, False, info))
+            needs_reset = False
+            continue
+        obs, reward, terminated, _, info = env.step(int(a))
+        out.append((obs, reward, terminated, info))
+        needs_reset = terminated
+    return out
+
+
+@pytest.mark.parametrize("mode", STEP_MODES, ids=lambda m: m["step_mode"])
+@pytest.mark.parametrize("sampling", ["adversarial", "diagnostic", "uniform"])
+def test_vector_env_equals_single_envs_across_autoresets(mode, sampling):
+    kwargs = dict(p=5, d=3, n=4, K=8, sampling=sampling, **mode)  # C(5,2)=10: many right answers
+    N, T = 5, 30
+    actions = np.random.default_rng(0).integers(0, 10, size=(T, N))
+    vec = GF2ReconVectorEnv(num_envs=N, **kwargs)
+    obs, info = vec.reset(seed=100)
+    singles = [single_rollout(kwargs, 100 + i, actions[:, i]) for i in range(N)]
+    steps = [(obs, None, None, info)]
+    for t in range(T):
+        obs, reward, terminated, truncated, info = vec.step(actions[t])
+        assert not truncated.any()
+        steps.append((obs, reward, terminated, info))
+    for t, (obs, reward, terminated, info) in enumerate(steps):
+        for i in range(N):
+            s_obs, s_reward, s_term, s_info = singles[i][t]
+            for key in s_obs:
+                np.testing.assert_array_equal(obs[key][i], s_obs[key], err_msg=f"t={t} env={i} {key}")
+            if t:
+                assert reward[i] == s_reward and terminated[i] == s_term, (t, i)
+            for key, value in s_info.items():
+                assert info[f"_{key}"][i], (t, i, key)
+                got = info[key][i]
+                got = tuple(int(x) for x in got) if isinstance(value, tuple) else got
+                assert got == value, (t, i, key)
+
+
+def test_make_vec_uses_the_native_vector_env_and_batched_spaces():
+    vec = gym.make_vec("GF2Recon-v0", num_envs=3, vectorization_mode="vector_entry_point", p=6, d=3)
+    assert isinstance(vec.unwrapped, GF2ReconVectorEnv)
+    assert vec.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
+    single = GF2ReconEnv(p=6, d=3)
+    assert vec.observation_space == batch_space(single.observation_space, 3)
+    assert vec.action_space == batch_space(single.action_space, 3)
+    obs, _ = vec.reset(seed=1)
+    assert vec.observation_space.contains(obs)
+
+
+def test_reset_seed_int_and_list():
+    a = GF2ReconVectorEnv(num_envs=3)
+    b = GF2ReconVectorEnv(num_envs=3)
+    obs_a, _ = a.reset(seed=7)
+    obs_b, _ = b.reset(seed=[7, 8, 9])
+    for key in obs_a:
+        np.testing.assert_array_equal(obs_a[key], obs_b[key])
+    obs_c, _ = b.reset(seed=[9, 8, 7])
+    np.testing.assert_array_equal(obs_c["payload"][0], obs_a["payload"][2])
+    with pytest.raises(ValueError, match="2 seeds"):
+        a.reset(seed=[1, 2])
+
+
+def test_bad_vector_actions_raise():
+    vec = GF2ReconVectorEnv(num_envs=2)
+    vec.reset(seed=0)
+    with pytest.raises(InvalidActionError, match="outside Discrete"):
+        vec.step(np.array([0, 220]))
+    with pytest.raises(InvalidActionError, match="shape"):
+        vec.step(np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match="num_envs=0"):
+        GF2ReconVectorEnv(num_envs=0)
