@@ -194,10 +194,12 @@ def payloads_from_uniforms(u: np.ndarray, config: TaskConfig) -> np.ndarray:
     """
     p = config.p
     if config.sampling == "adversarial":
-        chosen = np.argsort(u, axis=-1)[..., : config.weight]
-        payload = np.zeros(u.shape, dtype=np.uint8)
-        np.put_along_axis(payload, chosen, 1, axis=-1)
-        return payload
+        w = config.weight
+        if w == p:
+            return np.ones(u.shape, dtype=np.uint8)
+        # The w smallest uniforms of a row are those at or below its w-th smallest value.
+        kth = np.partition(u, w - 1, axis=-1)[..., w - 1 : w]
+        return (u <= kth).astype(np.uint8)
     payload = (u < 0.5).astype(np.uint8)
     if config.sampling == "diagnostic":
         fixed = np.ones((p + 1, p), dtype=np.uint8)

@@ -89,6 +89,10 @@ class GF2ReconVectorEnv(VectorEnv):
             return
         for i in idx:
             self._rngs[i].random(out=self._u[i])
+        if len(idx) == self.num_envs:  # the common case: no fancy-index copies
+            address, payload, labels = evidence_from_uniforms(self._u, self._depth, self._masks, self.config)
+            self._address[:], self._payload[:], self._labels[:] = address, payload, labels
+            return
         address, payload, labels = evidence_from_uniforms(
             self._u[idx], self._depth[idx], self._masks[idx], self.config
         )
