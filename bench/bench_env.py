@@ -10,8 +10,9 @@ is the cost of one step at depth g: validation, fresh K-sample evidence and the 
 from __future__ import annotations
 
 import argparse
-import csv
 import time
+
+from table import write_csv
 
 from gf2env import GF2ReconEnv
 
@@ -47,10 +48,7 @@ def main() -> None:
         rows.append({"env": "GF2ReconEnv", "p": p, "K": K, "n": n, "g": g, "steps_per_s": round(rate)})
         print(f"{p:>3} {K:>3} {n:>5} {g:>5} {rate:>10,.0f}")
     if args.csv:
-        with open(args.csv, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv(args.csv, rows)
 
 
 if __name__ == "__main__":

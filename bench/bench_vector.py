@@ -9,12 +9,12 @@ Prints env-steps/s and peak traced memory (tracemalloc, numpy buffers included) 
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 import tracemalloc
 
 import gymnasium as gym
 import numpy as np
+from table import write_csv
 
 from gf2env import GF2ReconEnv, GF2ReconVectorEnv
 
@@ -92,10 +92,7 @@ def main() -> None:
                     flush=True,
                 )
     if args.csv:
-        with open(args.csv, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv(args.csv, rows)
 
 
 if __name__ == "__main__":

@@ -191,13 +191,7 @@ class GF2ReconEnv(gym.Env):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)
-        options = dict(options or {})
-        start = options.pop("start_depth", self.start_depth)
-        if options:
-            raise GF2ConfigError(
-                f"reset options {sorted(options)} are unknown; the only option is 'start_depth'."
-            )
-        start = self._check_depth(start, "start_depth")
+        start = self.start_depth_from_options(options)
         c = self.config
         self._instance = draw_instance(self.np_random, c.n, c.p, c.d)
         self._prefix_bits[:] = 0
@@ -257,6 +251,16 @@ class GF2ReconEnv(gym.Env):
         return render_paper_prompt(prefix, e.address, e.payload, e.labels, n=c.n, p=c.p, d=c.d)
 
     # ----------------------------------------------------------------- internals
+    def start_depth_from_options(self, options: dict[str, Any] | None) -> int:
+        """The start depth of an episode from ``reset``'s options (default ``start_depth``)."""
+        options = dict(options or {})
+        start = options.pop("start_depth", self.start_depth)
+        if options:
+            raise GF2ConfigError(
+                f"reset options {sorted(options)} are unknown; the only option is 'start_depth'."
+            )
+        return self._check_depth(start, "start_depth")
+
     def _check_depth(self, depth: Any, name: str) -> int:
         if isinstance(depth, (bool, np.bool_)) or not isinstance(depth, (int, np.integer)):
             raise GF2ConfigError(f"{name}={depth!r} is not an integer; pass an int in [0, n).")

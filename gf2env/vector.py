@@ -18,7 +18,7 @@ from gymnasium.vector.utils import batch_space
 
 from gf2env.combinatorics import supports_to_masks, unrank_support
 from gf2env.env import GF2ReconEnv
-from gf2env.errors import InvalidActionError
+from gf2env.errors import GF2ConfigError, InvalidActionError
 from gf2env.oracle import draw_instance, evidence_from_uniforms
 
 MAX_SUPPORT_TABLE = 2_000_000  # candidates whose masks are tabulated for batched action decoding
@@ -37,9 +37,9 @@ class GF2ReconVectorEnv(VectorEnv):
 
     def __init__(self, num_envs: int = 1, **kwargs: Any) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
-            raise ValueError(f"num_envs={num_envs!r} is less than the minimum 1; pass an int >= 1.")
+            raise GF2ConfigError(f"num_envs={num_envs!r} is less than the minimum 1; pass an int >= 1.")
         if kwargs.get("render_mode") is not None:
-            raise ValueError("GF2ReconVectorEnv does not render; drop render_mode.")
+            raise GF2ConfigError("GF2ReconVectorEnv does not render; drop render_mode.")
         self.single = GF2ReconEnv(**kwargs)  # validates the kwargs, holds the spaces
         self.num_envs = int(num_envs)
         self.config = c = self.single.config
@@ -138,12 +138,8 @@ class GF2ReconVectorEnv(VectorEnv):
         else:
             seeds = list(seed)
             if len(seeds) != N:
-                raise ValueError(f"reset got {len(seeds)} seeds for num_envs={N}; pass {N} seeds.")
-        options = dict(options or {})
-        start = options.pop("start_depth", self.start_depth)
-        if options:
-            raise ValueError(f"reset options {sorted(options)} are unknown; the only one is 'start_depth'.")
-        start = self.single._check_depth(start, "start_depth")
+                raise GF2ConfigError(f"reset got {len(seeds)} seeds for num_envs={N}; pass {N} seeds.")
+        start = self.single.start_depth_from_options(options)
         self._reset_envs(np.arange(N), seeds, start)
         self._needs_reset[:] = False
         ones = np.ones(N, dtype=bool)
