@@ -204,9 +204,13 @@ def test_large_sizes_work():
     env = GF2ReconEnv(p=64, d=4, n=1024, K=32, start_depth=1000)
     obs, _ = env.reset(seed=0)
     assert obs["address"].shape == (32, 1024) and env.action_space.n == 41664
-    decoder = IntersectionDecoder(64, 4, seed=0)
     for _ in range(5):
-        obs, reward, *_ = env.step(decoder.act(obs))
+        g = int(obs["depth"])
+        payload_masks = gf2env.combinatorics.pack_bits(obs["payload"])
+        labels = circuit_labels(obs["address"].astype(np.uint8), payload_masks, env.instance.masks[: g + 1])
+        np.testing.assert_array_equal(labels, obs["labels"])
+        assert (obs["payload"].sum(axis=1) == 51).all()
+        obs, reward, *_ = env.step(env.instance.term(g))
         assert reward == 1.0
 
 
