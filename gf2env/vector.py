@@ -126,6 +126,16 @@ class GF2ReconVectorEnv(VectorEnv):
         c = self.config
         return np.array([unrank_support(int(a), c.p, c.k) for a in actions], dtype=np.int64)
 
+    def reset_now(self, idx: np.ndarray) -> dict[str, np.ndarray]:
+        """Reset sub-envs ``idx`` at once (their generators continue) instead of on the next step,
+        cancelling their pending autoreset; returns the whole batch's observation. This is what
+        stable-baselines3's same-step autoreset needs (:class:`gf2env.sb3.SB3VecEnv`)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        if len(idx):
+            self._reset_envs(idx, None, self.start_depth)
+            self._needs_reset[idx] = False
+        return self._observation()
+
     # ----------------------------------------------------------------- gym API
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
