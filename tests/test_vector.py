@@ -96,3 +96,27 @@ def test_bad_vector_actions_raise():
         vec.step(np.array([0, 1, 2]))
     with pytest.raises(ValueError, match="num_envs=0"):
         GF2ReconVectorEnv(num_envs=0)
+
+
+def _peak_bytes(num_envs: int, **kwargs) -> int:
+    import tracemalloc
+
+    tracemalloc.start()
+    vec = GF2ReconVectorEnv(num_envs=num_envs, **kwargs)
+    vec.reset(seed=0)
+    for _ in range(3):
+        vec.step(np.zeros(num_envs, dtype=np.int64))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def test_memory_grows_linearly_in_num_envs_times_samples_times_bits():
+    kwargs = dict(p=12, K=32, n=32)
+    small, large = _peak_bytes(64, **kwargs), _peak_bytes(512, **kwargs)
+    # 8x the envs may cost at most ~8x the memory (+10% for fixed overheads), never worse.
+    assert large <= 8.8 * small, (small, large)
+    # And the constant: at most 64 bytes a (sample, bit) a sub-env (the float uniforms take 8 of
+    # them, the int8 observation and its copy 2, temporaries of the label computation the rest).
+    bits = 512 * kwargs["K"] * (kwargs["n"] + kwargs["p"])
+    assert large <= 64 * bits, large / bits
