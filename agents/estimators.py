@@ -11,26 +11,18 @@ env's action order); γ of an estimator is the posterior mass on the truth.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import combinations
 from math import comb
 
 import numpy as np
 
-from gf2env.combinatorics import fires, rank_support, supports_to_masks
-from gf2env.oracle import circuit_labels
+from gf2env.combinatorics import all_supports, fires, rank_support, supports_to_masks
+from gf2env.oracle import prefix_mask_bits
 from gf2env.records import Record
-
-MAX_CANDIDATES = 2_000_000
 
 
 def candidate_masks(p: int, d: int) -> np.ndarray:
     """The ``uint64`` masks of all supports, in lexicographic (action) order."""
-    if comb(p, d - 1) > MAX_CANDIDATES:
-        raise ValueError(
-            f"C(p={p}, d-1={d - 1}) = {comb(p, d - 1)} candidates exceed the {MAX_CANDIDATES} an "
-            f"enumerating estimator tabulates; use a smaller p or d."
-        )
-    return supports_to_masks(np.array(list(combinations(range(p), d - 1)), dtype=np.int64))
+    return supports_to_masks(all_supports(p, d - 1))
 
 
 def _check_same_shape(records: Sequence[Record]) -> tuple[int, int, int]:
@@ -42,9 +34,7 @@ def _check_same_shape(records: Sequence[Record]) -> tuple[int, int, int]:
 
 def residuals(record: Record) -> np.ndarray:
     """``labels XOR (prefix part)``: the next term's value on each of the record's samples."""
-    inst = record.instance()
-    prefix_part = circuit_labels(record.address, record.evidence.payload_masks, inst.masks[: record.g])
-    return record.labels ^ prefix_part
+    return record.labels ^ prefix_mask_bits(record.evidence, record.instance())
 
 
 def posterior_diligent(records: Sequence[Record]) -> np.ndarray:
@@ -60,7 +50,7 @@ def posterior_diligent(records: Sequence[Record]) -> np.ndarray:
 def posterior_history_only(records: Sequence[Record]) -> np.ndarray:
     """Estimator C: the uniform posterior, γ = 1/C(p, d-1)."""
     p, d, _ = _check_same_shape(records)
-    c = len(candidate_masks(p, d))
+    c = comb(p, d - 1)
     return np.full((len(records), c), 1.0 / c)
 
 

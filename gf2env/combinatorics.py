@@ -12,6 +12,7 @@ payload index ``i``; a monomial fires on ``v`` exactly when ``v & mask == mask``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import combinations
 from math import comb
 
 import numpy as np
@@ -19,6 +20,7 @@ import numpy as np
 from gf2env.errors import InvalidActionError
 
 MAX_PAYLOAD_BITS = 64
+MAX_SUPPORT_TABLE = 2_000_000  # the most supports :func:`all_supports` will tabulate
 
 
 def num_supports(p: int, k: int) -> int:
@@ -52,6 +54,17 @@ def unrank_support(rank: int, p: int, k: int) -> tuple[int, ...]:
         mirrored.append(c)
         colex -= comb(c, pos)
     return tuple(sorted(p - 1 - c for c in mirrored))
+
+
+def all_supports(p: int, k: int) -> np.ndarray:
+    """Every support as a (C(p, k), k) ``int64`` array, row ``r`` the support of rank ``r``."""
+    total = comb(p, k)
+    if total > MAX_SUPPORT_TABLE:
+        raise ValueError(
+            f"C(p={p}, d-1={k}) = {total} supports exceed the {MAX_SUPPORT_TABLE} that are tabulated; "
+            f"use a smaller p or d."
+        )
+    return np.array(list(combinations(range(p), k)), dtype=np.int64).reshape(total, k)
 
 
 def check_support(indices: Sequence[int], p: int, k: int) -> tuple[int, ...]:

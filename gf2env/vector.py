@@ -8,7 +8,6 @@ across autoresets. Per step the only Python loop is one ``random`` draw per sub-
 
 from __future__ import annotations
 
-from itertools import combinations
 from typing import Any
 
 import numpy as np
@@ -16,12 +15,10 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from gf2env.combinatorics import supports_to_masks, unrank_support
+from gf2env.combinatorics import MAX_SUPPORT_TABLE, all_supports, supports_to_masks, unrank_support
 from gf2env.env import GF2ReconEnv
 from gf2env.errors import GF2ConfigError, InvalidActionError
 from gf2env.oracle import draw_instance, evidence_from_uniforms
-
-MAX_SUPPORT_TABLE = 2_000_000  # candidates whose masks are tabulated for batched action decoding
 
 
 class GF2ReconVectorEnv(VectorEnv):
@@ -50,11 +47,8 @@ class GF2ReconVectorEnv(VectorEnv):
         self.step_mode, self.max_attempts = self.single.step_mode, self.single.max_attempts
         self.start_depth = self.single.start_depth
         N = self.num_envs
-        if c.num_candidates <= MAX_SUPPORT_TABLE:
-            table = np.array(list(combinations(range(c.p), c.k)), dtype=np.int64)
-            self._support_table: np.ndarray | None = table
-        else:
-            self._support_table = None
+        # Tabulated supports decode a batch of actions at once; beyond the table, one by one.
+        self._support_table = all_supports(c.p, c.k) if c.num_candidates <= MAX_SUPPORT_TABLE else None
         self._rngs: list[np.random.Generator] = [seeding.np_random(None)[0] for _ in range(N)]
         self._supports = np.zeros((N, c.n, c.k), dtype=np.int64)
         self._masks = np.zeros((N, c.n), dtype=np.uint64)
