@@ -83,14 +83,11 @@ class GF2ReconVectorEnv(VectorEnv):
             return
         for i in idx:
             self._rngs[i].random(out=self._u[i])
-        if len(idx) == self.num_envs:  # the common case: no fancy-index copies
-            address, payload, labels = evidence_from_uniforms(self._u, self._depth, self._masks, self.config)
-            self._address[:], self._payload[:], self._labels[:] = address, payload, labels
-            return
+        sel = slice(None) if len(idx) == self.num_envs else idx  # a slice avoids fancy-index copies
         address, payload, labels = evidence_from_uniforms(
-            self._u[idx], self._depth[idx], self._masks[idx], self.config
+            self._u[sel], self._depth[sel], self._masks[sel], self.config
         )
-        self._address[idx], self._payload[idx], self._labels[idx] = address, payload, labels
+        self._address[sel], self._payload[sel], self._labels[sel] = address, payload, labels
 
     def _observation(self) -> dict[str, np.ndarray]:
         return {
