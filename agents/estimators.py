@@ -1,69 +1,278 @@
-"""Classical estimators as batch functions over records (design.md §2).
+"""The paper's classical estimators (design.md §2) as batch functions over steps.
 
-Each returns, for every record, a posterior over the ``C(p, d-1)`` candidate supports (in the
-env's action order); γ of an estimator is the posterior mass on the truth.
+Each estimator maps a :class:`~gf2env.posterior.StepBatch` to log weights over the ``C(p, d-1)``
+candidates (uniform prior), from which :meth:`Estimator.evaluate` reports, per step, γ (posterior
+mass on the truth), the argmax action with ties broken by a generator, the tie size and the
+ties-split argmax accuracy. :class:`agents.policy.EstimatorPolicy` plays any of them on the env.
 
-- :func:`posterior_diligent` (estimator A, prefix + data): candidates consistent with every
-  residual ``r = y XOR prefix-part`` keep equal weight.
-- :func:`posterior_history_only` (estimator C): uniform.
+=========== ============================================================================
+name        estimator
+=========== ============================================================================
+``A``       diligent: prefix + data, uniform over the consistent candidates
+``decoder`` intersection decoder (recovery theorem): uniform over the subsets of the
+            positive-residual intersection
+``B``       data only, the paper's composite likelihood
+``B-exact`` data only, exact posterior (small depths; see ``EXACT_WORK_LIMIT``)
+``C``       history only: uniform
+``D(...)``  partial: knows ``k`` prefix terms (``k=3``, ``u=0.5`` for ``k = floor(u g)``, or
+            ``g//2``), marginalises the rest like B (``D-exact(...)`` like B-exact)
+=========== ============================================================================
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from math import comb
+import re
+from dataclasses import dataclass
+from math import comb, floor
 
 import numpy as np
 
-from gf2env.combinatorics import all_supports, fires, rank_support, supports_to_masks
-from gf2env.oracle import prefix_mask_bits
-from gf2env.records import Record
+from gf2env.errors import GF2ConfigError
+from gf2env.posterior import (
+    EXACT_WORK_LIMIT,
+    StepBatch,
+    argmax_with_ties,
+    composite_log_likelihood,
+    consistent_candidates,
+    exact_log_likelihood,
+    exact_work,
+    intersection_candidates,
+    known_terms,
+    max_exact_unknown,
+    normalise,
+    sample_actions,
+)
+
+LIKELIHOODS = ("composite", "exact")
 
 
-def candidate_masks(p: int, d: int) -> np.ndarray:
-    """The ``uint64`` masks of all supports, in lexicographic (action) order."""
-    return supports_to_masks(all_supports(p, d - 1))
+@dataclass(frozen=True)
+class Estimate:
+    """Per-step results of an estimator on a batch (arrays of length R)."""
+
+    action: np.ndarray  # argmax, ties broken with the generator
+    tie_size: np.ndarray  # candidates sharing the maximum
+    gamma: np.ndarray | None  # posterior mass on the truth (None when the truth is unknown)
+    argmax_accuracy: np.ndarray | None  # [truth among the maxima] / tie size
 
 
-def _check_same_shape(records: Sequence[Record]) -> tuple[int, int, int]:
-    shapes = {(r.p, r.d, r.K) for r in records}
-    if len(shapes) != 1:
-        raise ValueError(f"records mix (p, d, K) = {sorted(shapes)}; pass records of one shape.")
-    return shapes.pop()
+class Estimator:
+    """Base class: subclasses implement :meth:`log_weights` and set ``name``."""
+
+    name = "estimator"
+
+    def log_weights(self, batch: StepBatch, rng: np.random.Generator | None = None) -> np.ndarray:
+        """(R, C) unnormalised log posterior (``-inf`` for impossible candidates)."""
+        raise NotImplementedError
+
+    def check(self, p: int, d: int, K: int, g: int) -> None:
+        """Raise :class:`GF2ConfigError` if this estimator cannot run at ``(p, d, K, g)``."""
+
+    def supports(self, p: int, d: int, K: int, g: int) -> bool:
+        try:
+            self.check(p, d, K, g)
+        except GF2ConfigError:
+            return False
+        return True
+
+    def posterior(self, batch: StepBatch, rng: np.random.Generator | None = None) -> np.ndarray:
+        """(R, C) posterior probabilities."""
+        return normalise(self.log_weights(batch, rng))
+
+    def evaluate(self, batch: StepBatch, rng: np.random.Generator) -> Estimate:
+        """γ, argmax action (ties broken with ``rng``) and tie statistics for every step."""
+        self.check(batch.p, batch.d, batch.K, batch.g)
+        actions, ties, gammas, accs = [], [], [], []
+        for chunk in batch.chunks():
+            lw = self.log_weights(chunk, rng)
+            action, tie = argmax_with_ties(lw, rng)
+            actions.append(action)
+            ties.append(tie)
+            if chunk.target is not None:
+                rows = np.arange(chunk.R)
+                gammas.append(normalise(lw)[rows, chunk.target])
+                accs.append((lw[rows, chunk.target] == lw.max(axis=1)) / tie)
+        known = batch.target is not None
+        return Estimate(
+            action=np.concatenate(actions),
+            tie_size=np.concatenate(ties),
+            gamma=np.concatenate(gammas) if known else None,
+            argmax_accuracy=np.concatenate(accs) if known else None,
+        )
+
+    def sample(self, batch: StepBatch, rng: np.random.Generator) -> np.ndarray:
+        """One action per step drawn from the posterior."""
+        return np.concatenate([sample_actions(self.posterior(c, rng), rng) for c in batch.chunks()])
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
 
 
-def residuals(record: Record) -> np.ndarray:
-    """``labels XOR (prefix part)``: the next term's value on each of the record's samples."""
-    return record.labels ^ prefix_mask_bits(record.evidence, record.instance())
+class Diligent(Estimator):
+    """Estimator A: prefix and data; the candidates consistent with every residual share the mass."""
+
+    name = "A"
+
+    def log_weights(self, batch: StepBatch, rng: np.random.Generator | None = None) -> np.ndarray:
+        return np.where(consistent_candidates(batch), 0.0, -np.inf)
 
 
-def posterior_diligent(records: Sequence[Record]) -> np.ndarray:
-    """Estimator A: (R, C) posterior, uniform over the candidates consistent with all residuals."""
-    p, d, _ = _check_same_shape(records)
-    cands = candidate_masks(p, d)
-    r = np.stack([residuals(rec) for rec in records]).astype(bool)  # (R, K)
-    v = np.stack([rec.evidence.payload_masks for rec in records])  # (R, K)
-    consistent = (fires(v, cands[None, :]) == r[..., None]).all(axis=1)  # (R, C)
-    return consistent / consistent.sum(axis=1, keepdims=True)
+class IntersectionDecoder(Estimator):
+    """The recovery theorem's decoder: uniform over the supports inside the intersection of the
+    positive-residual payloads (negative samples unused). It fails (is not certain) with
+    probability at most ``(p-d+1) ((w-d+1)/(p-d+1))^T`` for ``T`` positives of weight ``w``."""
+
+    name = "decoder"
+
+    def log_weights(self, batch: StepBatch, rng: np.random.Generator | None = None) -> np.ndarray:
+        return np.where(intersection_candidates(batch), 0.0, -np.inf)
 
 
-def posterior_history_only(records: Sequence[Record]) -> np.ndarray:
-    """Estimator C: the uniform posterior, γ = 1/C(p, d-1)."""
-    p, d, _ = _check_same_shape(records)
-    c = comb(p, d - 1)
-    return np.full((len(records), c), 1.0 / c)
+class HistoryOnly(Estimator):
+    """Estimator C: the history says nothing about the next term; γ = 1/C(p, d-1)."""
+
+    name = "C"
+
+    def log_weights(self, batch: StepBatch, rng: np.random.Generator | None = None) -> np.ndarray:
+        return np.zeros((batch.R, batch.num_candidates))
 
 
-def gamma(posterior: np.ndarray, records: Sequence[Record]) -> np.ndarray:
-    """Posterior mass on each record's true next term."""
-    truth = np.array([rank_support(rec.target, rec.p) for rec in records])
-    return posterior[np.arange(len(records)), truth]
+@dataclass(frozen=True)
+class KnownTerms:
+    """How many of the ``g`` prefix terms estimator D knows at depth ``g``.
+
+    Exactly one of: ``count`` (``min(count, g)``: a fixed number, all of them when fewer exist),
+    ``fraction`` (``floor(fraction * g)``), or ``half`` (the paper's ``g // 2``).
+    """
+
+    count: int | None = None
+    fraction: float | None = None
+    half: bool = False
+
+    def __post_init__(self) -> None:
+        given = sum([self.count is not None, self.fraction is not None, self.half])
+        if given != 1:
+            raise GF2ConfigError(
+                f"KnownTerms needs exactly one of count, fraction, half; got count={self.count}, "
+                f"fraction={self.fraction}, half={self.half}."
+            )
+        if self.count is not None and self.count < 0:
+            raise GF2ConfigError(f"count={self.count} known terms is negative; pass count >= 0.")
+        if self.fraction is not None and not 0.0 <= self.fraction <= 1.0:
+            raise GF2ConfigError(f"fraction={self.fraction} is outside [0, 1]; pass 0 <= fraction <= 1.")
+
+    def at(self, g: int) -> int:
+        if self.half:
+            return g // 2
+        if self.count is not None:
+            return min(self.count, g)
+        return floor(self.fraction * g + 1e-9)
+
+    @property
+    def label(self) -> str:
+        if self.half:
+            return "g//2"
+        if self.count is not None:
+            return f"k={self.count}"
+        return f"u={self.fraction:g}"
+
+
+class Partial(Estimator):
+    """Estimator D: knows ``known.at(g)`` prefix terms, marginalises the rest.
+
+    Args:
+        known: which count of terms is known (see :class:`KnownTerms`).
+        likelihood: ``"composite"`` (the paper's, like B) or ``"exact"`` (like B-exact).
+        which: ``"first"`` (the earliest terms) or ``"random"`` (a uniform subset per step, drawn
+            with the generator passed to :meth:`log_weights`).
+        exact_limit: the work limit of the exact likelihood (lookups a record).
+    """
+
+    def __init__(
+        self,
+        known: KnownTerms,
+        likelihood: str = "composite",
+        which: str = "first",
+        exact_limit: int = EXACT_WORK_LIMIT,
+    ) -> None:
+        if likelihood not in LIKELIHOODS:
+            raise GF2ConfigError(f"likelihood={likelihood!r} is not one of {LIKELIHOODS}.")
+        self.known, self.likelihood, self.which, self.exact_limit = known, likelihood, which, exact_limit
+        suffix = "-exact" if likelihood == "exact" else ""
+        self.name = f"D{suffix}({known.label})"
+
+    def check(self, p: int, d: int, K: int, g: int) -> None:
+        if self.likelihood != "exact":
+            return
+        unknown = g - self.known.at(g)
+        if exact_work(comb(p, d - 1), unknown) > self.exact_limit:
+            raise GF2ConfigError(
+                f"{self.name} at g={g} leaves {unknown} unknown terms; the exact likelihood handles at "
+                f"most {max_exact_unknown(p, d, self.exact_limit)} unknown terms at p={p}, d={d}. "
+                f"Use the composite one, or a larger exact_limit at your own cost."
+            )
+        if K > 64:
+            raise GF2ConfigError(f"{self.name} needs K <= 64 samples (64-bit label vectors); got K={K}.")
+
+    def known_mask(self, batch: StepBatch, rng: np.random.Generator | None = None) -> np.ndarray:
+        return known_terms(batch.g, self.known.at(batch.g), batch.R, self.which, rng)
+
+    def log_weights(self, batch: StepBatch, rng: np.random.Generator | None = None) -> np.ndarray:
+        known = self.known_mask(batch, rng)
+        if self.likelihood == "exact":
+            self.check(batch.p, batch.d, batch.K, batch.g)
+            return exact_log_likelihood(batch, known, limit=self.exact_limit)
+        return composite_log_likelihood(batch, known)
+
+
+class DataOnly(Partial):
+    """Estimator B: the prefix is unknown (D with no known term)."""
+
+    def __init__(self, likelihood: str = "composite", exact_limit: int = EXACT_WORK_LIMIT) -> None:
+        super().__init__(KnownTerms(count=0), likelihood=likelihood, exact_limit=exact_limit)
+        self.name = "B-exact" if likelihood == "exact" else "B"
+
+
+_D_SPEC = re.compile(r"^D(?P<exact>-exact)?(?:\((?P<arg>[^)]*)\)|:(?P<arg2>.*))?$")
+
+
+def make_estimator(spec: str) -> Estimator:
+    """An estimator from its name: ``A``, ``decoder``, ``B``, ``B-exact``, ``C``, ``D`` (= g//2),
+    ``D(k=3)``, ``D(u=0.5)``, ``D(g//2)``, ``D-exact(k=1)`` (``D:k=3`` works too)."""
+    simple = {"A": Diligent, "decoder": IntersectionDecoder, "B": DataOnly, "C": HistoryOnly}
+    spec = spec.strip()
+    if spec in simple:
+        return simple[spec]()
+    if spec == "B-exact":
+        return DataOnly(likelihood="exact")
+    match = _D_SPEC.match(spec)
+    if match:
+        arg = (match["arg"] or match["arg2"] or "g//2").replace(" ", "")
+        likelihood = "exact" if match["exact"] else "composite"
+        if arg == "g//2":
+            return Partial(KnownTerms(half=True), likelihood)
+        key, _, value = arg.partition("=")
+        try:
+            if key == "k":
+                return Partial(KnownTerms(count=int(value)), likelihood)
+            if key == "u":
+                return Partial(KnownTerms(fraction=float(value)), likelihood)
+        except ValueError:
+            pass
+    raise GF2ConfigError(
+        f"Unknown estimator {spec!r}; use one of A, decoder, B, B-exact, C, D, D(k=3), D(u=0.5), "
+        f"D(g//2), D-exact(k=1)."
+    )
 
 
 __all__ = [
-    "candidate_masks",
-    "gamma",
-    "posterior_diligent",
-    "posterior_history_only",
-    "residuals",
+    "DataOnly",
+    "Diligent",
+    "Estimate",
+    "Estimator",
+    "HistoryOnly",
+    "IntersectionDecoder",
+    "KnownTerms",
+    "Partial",
+    "make_estimator",
 ]

@@ -13,3 +13,7 @@ class InvalidActionError(ValueError):
 
 class RecordFormatError(ValueError):
     """A record that does not follow the paper's JSON format."""
+
+
+class InconsistentEvidenceError(ValueError):
+    """A step's samples contradict its prefix: no candidate next term explains them."""

@@ -1,0 +1,412 @@
+"""Posteriors over the next term from a batch of steps (design.md §2), with integer bit masks.
+
+A :class:`StepBatch` holds ``R`` steps of one shape ``(p, d, K, g)`` as arrays: the prefix term
+masks, the prefix address bits of every sample, the payload masks and the labels. Every posterior
+here is over the ``C = C(p, d-1)`` candidate supports in lexicographic (action) order, with the
+uniform prior the task draws supports from, and comes back as an ``(R, C)`` array of log weights
+(``-inf`` where a candidate is impossible); :func:`normalise` turns them into probabilities.
+
+- :func:`consistent_candidates` — estimator A: the prefix is known, so each residual
+  ``r = y XOR (prefix part)`` equals ``M_S(v)``; the candidates that agree with every residual keep
+  equal weight. Computed as the candidates inside the intersection of the positive payloads, then
+  checked against the negative samples (no ``K x C`` table is built).
+- :func:`intersection_candidates` — the intersection decoder of the recovery theorem: every
+  ``(d-1)``-subset of the positive-residual intersection, negatives ignored.
+- :func:`composite_log_likelihood` — the paper's data-only estimator B, and D when some prefix
+  terms are known: the unknown part of each label is treated as an independent
+  Bernoulli(½(1 − (1 − 2q)^m)) mask per sample, ``q = C(|v|, d-1)/C(p, d-1)`` and ``m`` the number of
+  active unknown address bits. The masks of different samples share the prefix supports, so this
+  is a composite likelihood, not the exact one.
+- :func:`exact_log_likelihood` — the exact data-only posterior (and exact D): the unknown prefix
+  supports are marginalised by enumerating the distribution of their XORed contributions to the K
+  labels, meeting in the middle. Its cost grows like ``C^(u/2 + 1)`` for ``u`` unknown terms, so it
+  refuses batches past :data:`EXACT_WORK_LIMIT` (at p=12, d=4: up to 3 unknown terms).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from math import comb
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gf2env.combinatorics import all_supports, fires, pack_bits, rank_support, supports_to_masks
+from gf2env.errors import GF2ConfigError, InconsistentEvidenceError
+
+if TYPE_CHECKING:
+    from gf2env.records import Record
+
+#: Worst-case lookups per record the exact data-only posterior may spend: ``C^L + C^(R+1)`` for
+#: ``u`` unknown terms split ``L = ceil(u/2)``, ``R = floor(u/2)``.
+EXACT_WORK_LIMIT = 2_000_000
+
+
+@lru_cache(maxsize=16)
+def candidate_masks(p: int, d: int) -> np.ndarray:
+    """The ``uint64`` masks of all ``C(p, d-1)`` supports, in lexicographic (action) order."""
+    masks = supports_to_masks(all_supports(p, d - 1))
+    masks.setflags(write=False)
+    return masks
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    """``R`` steps that share ``(p, d, K, g)``, as arrays.
+
+    Attributes:
+        prefix: (R, g) ``uint64`` masks of the prefix terms, in order.
+        address: (R, K, g) ``bool`` prefix address bits ``a_1..a_g`` of every sample (``a_{g+1}``
+            is 1 and later bits are 0 by construction, so they are not stored).
+        payload: (R, K) ``uint64`` payload masks.
+        labels: (R, K) ``uint8`` labels.
+        target: (R,) ``int64`` ranks of the true next term, or ``None`` where it is unknown (a live
+            observation).
+    """
+
+    p: int
+    d: int
+    prefix: np.ndarray
+    address: np.ndarray
+    payload: np.ndarray
+    labels: np.ndarray
+    target: np.ndarray | None = None
+
+    @property
+    def R(self) -> int:
+        return int(self.labels.shape[0])
+
+    @property
+    def K(self) -> int:
+        return int(self.labels.shape[1])
+
+    @property
+    def g(self) -> int:
+        return int(self.prefix.shape[1])
+
+    @property
+    def num_candidates(self) -> int:
+        return comb(self.p, self.d - 1)
+
+    def __len__(self) -> int:
+        return self.R
+
+    def take(self, rows: slice | np.ndarray) -> StepBatch:
+        """The sub-batch of the given rows."""
+        return StepBatch(
+            p=self.p,
+            d=self.d,
+            prefix=self.prefix[rows],
+            address=self.address[rows],
+            payload=self.payload[rows],
+            labels=self.labels[rows],
+            target=None if self.target is None else self.target[rows],
+        )
+
+    def chunks(self, max_cells: int = 4_000_000) -> list[StepBatch]:
+        """Consecutive sub-batches whose ``R x K x C`` work arrays stay under ``max_cells``."""
+        size = max(1, max_cells // max(1, self.K * self.num_candidates))
+        return [self.take(slice(i, i + size)) for i in range(0, self.R, size)]
+
+    @classmethod
+    def from_records(cls, records: Sequence[Record]) -> StepBatch:
+        """Stack records of one ``(p, d, K, g)``; their ``n`` may differ (only ``g + 1`` bits matter)."""
+        if not records:
+            raise ValueError("No records given; pass at least one.")
+        shapes = {(r.p, r.d, r.K, r.g) for r in records}
+        if len(shapes) != 1:
+            raise ValueError(
+                f"Records mix (p, d, K, g) = {sorted(shapes)}; group them first (agents.evaluate does)."
+            )
+        p, d, _, g = shapes.pop()
+        if g:
+            prefix = np.stack([supports_to_masks(np.array(r.prefix, dtype=np.int64)) for r in records])
+        else:
+            prefix = np.zeros((len(records), 0), dtype=np.uint64)
+        return cls(
+            p=p,
+            d=d,
+            prefix=prefix,
+            address=np.stack([r.address[:, :g] for r in records]).astype(bool),
+            payload=np.stack([pack_bits(r.payload) for r in records]),
+            labels=np.stack([r.labels for r in records]).astype(np.uint8),
+            target=np.array([rank_support(r.target, p) for r in records], dtype=np.int64),
+        )
+
+    @classmethod
+    def from_observation(cls, observation: dict[str, np.ndarray], p: int, d: int) -> StepBatch:
+        """A batch of one step from a ``GF2Recon-v0`` observation (the target stays unknown)."""
+        g = int(observation["depth"])
+        prefix_bits = np.asarray(observation["prefix"])[:g].astype(np.uint8)
+        prefix = pack_bits(prefix_bits) if g else np.zeros(0, dtype=np.uint64)
+        return cls(
+            p=p,
+            d=d,
+            prefix=prefix.reshape(1, g),
+            address=np.asarray(observation["address"])[None, :, :g].astype(bool),
+            payload=pack_bits(np.asarray(observation["payload"]))[None, :],
+            labels=np.asarray(observation["labels"]).astype(np.uint8)[None, :],
+        )
+
+
+# ---------------------------------------------------------------------- prefix parts
+def prefix_contributions(batch: StepBatch) -> np.ndarray:
+    """(R, K, g) ``bool``: where prefix term ``j`` is active on a sample and fires on its payload."""
+    return batch.address & fires(batch.payload, batch.prefix)
+
+
+def known_terms(
+    g: int, k: int, rows: int, which: str = "first", rng: np.random.Generator | None = None
+) -> np.ndarray:
+    """(rows, g) ``bool`` mask of the ``k`` prefix terms an estimator knows.
+
+    ``which="first"`` knows the earliest ``k`` terms; ``"random"`` a uniform ``k``-subset per row
+    (``rng`` required). The terms are exchangeable, so both give the same γ in expectation.
+    """
+    if not 0 <= k <= g:
+        raise GF2ConfigError(f"k={k} known terms is outside [0, g] = [0, {g}]; pass 0 <= k <= g.")
+    if which == "first":
+        mask = np.zeros((rows, g), dtype=bool)
+        mask[:, :k] = True
+        return mask
+    if which == "random":
+        if rng is None:
+            raise GF2ConfigError("which='random' needs an rng; pass rng=np.random.default_rng(seed).")
+        order = np.argsort(rng.random((rows, g)), axis=1)
+        return order < k
+    raise GF2ConfigError(f"which={which!r} is not one of 'first', 'random'.")
+
+
+def residuals(batch: StepBatch, known: np.ndarray | None = None) -> np.ndarray:
+    """(R, K) ``uint8``: labels XOR the part of them due to the ``known`` prefix terms (all if None)."""
+    contrib = prefix_contributions(batch)
+    if known is not None:
+        contrib &= known[:, None, :]
+    return batch.labels ^ (np.count_nonzero(contrib, axis=-1) & 1).astype(np.uint8)
+
+
+# ---------------------------------------------------------------------- estimator A and the decoder
+def _positive_intersection(batch: StepBatch, r: np.ndarray) -> np.ndarray:
+    full = np.uint64((1 << batch.p) - 1)
+    return np.bitwise_and.reduce(np.where(r, batch.payload, full), axis=1)
+
+
+def consistent_candidates(batch: StepBatch) -> np.ndarray:
+    """Estimator A: (R, C) ``bool``, the candidates that agree with every residual.
+
+    Raises :class:`InconsistentEvidenceError` for a step that no candidate explains (not oracle data).
+    """
+    r = residuals(batch).astype(bool)
+    cands = candidate_masks(batch.p, batch.d)
+    inter = _positive_intersection(batch, r)
+    inside = (cands[None, :] & ~inter[:, None]) == 0  # (R, C): S within every positive payload
+    rows, cols = np.nonzero(inside)
+    if rows.size:
+        m = cands[cols][:, None]
+        fires_on_negative = (((batch.payload[rows] & m) == m) & ~r[rows]).any(axis=1)
+        inside[rows[fires_on_negative], cols[fires_on_negative]] = False
+    _check_explained(inside)
+    return inside
+
+
+def intersection_candidates(batch: StepBatch) -> np.ndarray:
+    """The intersection decoder: (R, C) ``bool``, the supports inside the positive intersection."""
+    r = residuals(batch).astype(bool)
+    cands = candidate_masks(batch.p, batch.d)
+    inside = (cands[None, :] & ~_positive_intersection(batch, r)[:, None]) == 0
+    _check_explained(inside)
+    return inside
+
+
+def _check_explained(allowed: np.ndarray) -> None:
+    empty = np.flatnonzero(~allowed.any(axis=1))
+    if empty.size:
+        raise InconsistentEvidenceError(
+            f"Steps {empty[:10].tolist()} of the batch have no candidate consistent with their samples "
+            f"and prefix; they are not oracle data (check the records' prefix, labels and bit order)."
+        )
+
+
+def positives(batch: StepBatch) -> np.ndarray:
+    """(R,) the number of positive-residual samples ``T`` of each step (the recovery theorem's T)."""
+    return residuals(batch).astype(bool).sum(axis=1)
+
+
+# ---------------------------------------------------------------------- composite likelihood (B, D)
+def _firing_probabilities(batch: StepBatch) -> np.ndarray:
+    table = np.array([comb(w, batch.d - 1) for w in range(batch.p + 1)], dtype=np.float64)
+    return table[np.bitwise_count(batch.payload)] / comb(batch.p, batch.d - 1)
+
+
+def composite_log_likelihood(batch: StepBatch, known: np.ndarray | None = None) -> np.ndarray:
+    """(R, C) composite log-likelihood of every candidate, the ``known`` prefix terms subtracted.
+
+    ``known`` is an (R, g) ``bool`` mask (None: no term known, estimator B). Samples whose unknown
+    mask is certain (no active unknown term, or a payload on which every or no term fires) are hard
+    constraints; the others contribute ``log Pr[mask = y XOR known part XOR M_S(v)]``.
+    """
+    if known is None:
+        known = np.zeros((batch.R, batch.g), dtype=bool)
+    r = residuals(batch, known)
+    m = np.count_nonzero(batch.address & ~known[:, None, :], axis=-1)  # (R, K) active unknown terms
+    q = _firing_probabilities(batch)
+    pi = 0.5 * (1.0 - (1.0 - 2.0 * q) ** m)
+    always = np.bitwise_count(batch.payload) == batch.p  # every support fires: mask = parity of m
+    never = q == 0.0
+    hard = (m == 0) | always | never
+    pi = np.where(m == 0, 0.0, np.where(always, (m & 1).astype(np.float64), np.where(never, 0.0, pi)))
+    # Soft samples: log L = sum_k l_k(0) + sum_k c_k F_kS, F_kS = [S fires on sample k].
+    with np.errstate(divide="ignore"):
+        log_pi, log_not = np.log(np.where(hard, 0.5, pi)), np.log1p(-np.where(hard, 0.5, pi))
+    agree0 = np.where(r == 0, log_not, log_pi)  # l_k(F = 0)
+    agree1 = np.where(r == 0, log_pi, log_not)  # l_k(F = 1)
+    soft = ~hard
+    base = np.where(soft, agree0, 0.0).sum(axis=1)
+    coef_soft = np.where(soft, agree1 - agree0, 0.0)
+    # Hard samples: F_kS must equal t_k = r_k XOR pi_k; violations = sum t + sum (1 - 2t) F.
+    t = (r ^ pi.astype(np.uint8)).astype(np.float64)
+    coef_hard = np.where(hard, 1.0 - 2.0 * t, 0.0)
+    viol_base = np.where(hard, t, 0.0).sum(axis=1)
+    cands = candidate_masks(batch.p, batch.d)
+    out = np.empty((batch.R, len(cands)))
+    for sub in _row_blocks(batch):
+        f = fires(batch.payload[sub], cands).astype(np.float64)  # (r, K, C)
+        coefs = np.stack([coef_soft[sub], coef_hard[sub]], axis=1)  # (r, 2, K)
+        sums = np.matmul(coefs, f)  # (r, 2, C)
+        ll = base[sub, None] + sums[:, 0]
+        violated = np.rint(viol_base[sub, None] + sums[:, 1]) > 0
+        ll[violated] = -np.inf
+        out[sub] = ll
+    _check_explained(np.isfinite(out))
+    return out
+
+
+def _row_blocks(batch: StepBatch, max_cells: int = 2_000_000) -> list[slice]:
+    size = max(1, max_cells // max(1, batch.K * batch.num_candidates))
+    return [slice(i, min(i + size, batch.R)) for i in range(0, batch.R, size)]
+
+
+# ---------------------------------------------------------------------- exact data-only (B, D)
+def exact_work(num_candidates: int, unknown: int) -> int:
+    """Worst-case lookups per record of :func:`exact_log_likelihood` with ``unknown`` terms."""
+    left, right = (unknown + 1) // 2, unknown // 2
+    return num_candidates**left + num_candidates ** (right + 1)
+
+
+def max_exact_unknown(p: int, d: int, limit: int = EXACT_WORK_LIMIT) -> int:
+    """The most unknown prefix terms the exact posterior handles at ``(p, d)`` within ``limit``."""
+    c = comb(p, d - 1)
+    u = 0
+    while exact_work(c, u + 1) <= limit:
+        u += 1
+    return u
+
+
+def _xor_convolve(
+    vals: np.ndarray, probs: np.ndarray, v2: np.ndarray, p2: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The distribution of ``X ^ Y`` for independent ``X ~ (vals, probs)``, ``Y ~ (v2, p2)``."""
+    keys = (vals[:, None] ^ v2[None, :]).ravel()
+    weights = (probs[:, None] * p2[None, :]).ravel()
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    return uniq, np.bincount(inverse.ravel(), weights=weights, minlength=len(uniq))
+
+
+def exact_log_likelihood(
+    batch: StepBatch, known: np.ndarray | None = None, limit: int = EXACT_WORK_LIMIT
+) -> np.ndarray:
+    """(R, C) exact log-likelihood of every candidate with the unknown prefix terms marginalised.
+
+    Each unknown term ``j`` adds ``X_j = a_j AND F(S_j)`` to the K-bit label vector, ``S_j`` uniform
+    and independent; the likelihood of candidate ``S`` is ``Pr[XOR_j X_j = r XOR F(S)]``. The XOR
+    distribution of half the unknown terms is tabulated and the other half enumerated per
+    candidate. Needs ``K <= 64``; refuses more unknown terms than :func:`max_exact_unknown` allows.
+    """
+    if known is None:
+        known = np.zeros((batch.R, batch.g), dtype=bool)
+    unknown_counts = set((batch.g - known.sum(axis=1)).tolist())
+    if len(unknown_counts) > 1:
+        raise ValueError(f"Rows know different numbers of terms {sorted(unknown_counts)}; batch by count.")
+    u = unknown_counts.pop() if unknown_counts else 0
+    c = batch.num_candidates
+    if exact_work(c, u) > limit:
+        raise GF2ConfigError(
+            f"The exact data-only posterior with {u} unknown prefix terms at p={batch.p}, d={batch.d} "
+            f"needs ~{exact_work(c, u):.2e} lookups a record, over the limit {limit:.2e}; it handles at "
+            f"most {max_exact_unknown(batch.p, batch.d, limit)} unknown terms here. Use the composite "
+            f"likelihood (estimator B/D), more known terms, or raise limit= at your own cost."
+        )
+    if batch.K > 64:
+        raise GF2ConfigError(f"K={batch.K} samples do not fit the 64-bit label vectors; use K <= 64.")
+    r = residuals(batch, known)
+    cands = candidate_masks(batch.p, batch.d)
+    sample_bits = np.left_shift(np.uint64(1), np.arange(batch.K, dtype=np.uint64))
+    out = np.empty((batch.R, c))
+    for i in range(batch.R):
+        f = fires(batch.payload[i], cands)  # (K, C)
+        phi = (f.astype(np.uint64) * sample_bits[:, None]).sum(axis=0, dtype=np.uint64)  # (C,) patterns
+        want = phi ^ pack_bits(r[i])  # the unknown part must equal this for candidate S
+        terms = []
+        for j in np.flatnonzero(~known[i]):
+            a_j = pack_bits(batch.address[i, :, j].astype(np.uint8))
+            vals, counts = np.unique(phi & a_j, return_counts=True)
+            terms.append((vals, counts / c))
+        half = (u + 1) // 2
+        left = (np.zeros(1, dtype=np.uint64), np.ones(1))
+        for vals, probs in terms[:half]:
+            left = _xor_convolve(*left, vals, probs)
+        right = (np.zeros(1, dtype=np.uint64), np.ones(1))
+        for vals, probs in terms[half:]:
+            right = _xor_convolve(*right, vals, probs)
+        queries = want[:, None] ^ right[0][None, :]  # (C, |right|)
+        pos = np.searchsorted(left[0], queries).clip(max=len(left[0]) - 1)
+        hit = left[0][pos] == queries
+        like = (np.where(hit, left[1][pos], 0.0) * right[1][None, :]).sum(axis=1)
+        with np.errstate(divide="ignore"):
+            out[i] = np.log(like)
+    _check_explained(np.isfinite(out))
+    return out
+
+
+# ---------------------------------------------------------------------- from log weights to decisions
+def normalise(log_weights: np.ndarray) -> np.ndarray:
+    """Row-wise probabilities from log weights (``-inf`` allowed, one finite entry per row needed)."""
+    top = log_weights.max(axis=1, keepdims=True)
+    w = np.exp(log_weights - top)
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def argmax_with_ties(log_weights: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The argmax action per row, ties broken uniformly with ``rng``, and the size of each tie."""
+    best = log_weights == log_weights.max(axis=1, keepdims=True)
+    keys = np.where(best, rng.random(log_weights.shape), -1.0)
+    return keys.argmax(axis=1), best.sum(axis=1)
+
+
+def sample_actions(probabilities: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One action per row drawn from its posterior with ``rng``."""
+    cum = np.cumsum(probabilities, axis=1)
+    u = rng.random((probabilities.shape[0], 1)) * cum[:, -1:]
+    return np.minimum((cum <= u).sum(axis=1), probabilities.shape[1] - 1)
+
+
+__all__ = [
+    "EXACT_WORK_LIMIT",
+    "StepBatch",
+    "argmax_with_ties",
+    "candidate_masks",
+    "composite_log_likelihood",
+    "consistent_candidates",
+    "exact_log_likelihood",
+    "exact_work",
+    "intersection_candidates",
+    "known_terms",
+    "max_exact_unknown",
+    "normalise",
+    "positives",
+    "prefix_contributions",
+    "residuals",
+    "sample_actions",
+]
