@@ -1,5 +1,27 @@
-"""Agents that play GF2Recon: classical estimators, baselines and (later) LLM policies."""
+"""Agents that play GF2Recon: the paper's classical estimators and (later) LLM policies."""
 
-from agents.baselines import IntersectionDecoder, UniformAgent, residual_labels
+from agents.estimators import (
+    DataOnly,
+    Diligent,
+    Estimate,
+    Estimator,
+    HistoryOnly,
+    IntersectionDecoder,
+    KnownTerms,
+    Partial,
+    make_estimator,
+)
+from agents.policy import EstimatorPolicy
 
-__all__ = ["IntersectionDecoder", "UniformAgent", "residual_labels"]
+__all__ = [
+    "DataOnly",
+    "Diligent",
+    "Estimate",
+    "Estimator",
+    "EstimatorPolicy",
+    "HistoryOnly",
+    "IntersectionDecoder",
+    "KnownTerms",
+    "Partial",
+    "make_estimator",
+]

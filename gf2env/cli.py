@@ -99,17 +99,14 @@ def _dumps(record: Record) -> str:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Play seeded episodes with the intersection decoder and the uniform agent; print per depth."""
+    """Play seeded episodes with estimators A (diligent) and C (history only); print per depth."""
     import gymnasium as gym
 
-    from agents import IntersectionDecoder, UniformAgent
+    from agents import EstimatorPolicy
 
     env = gym.make("GF2Recon-v0", p=args.p, d=args.d, n=args.n, K=args.K, sampling=args.sampling)
     base = env.unwrapped.config
-    agents = {
-        "intersection": IntersectionDecoder(base.p, base.d, seed=args.seed),
-        "uniform": UniformAgent(base.num_candidates, seed=args.seed),
-    }
+    agents = {"A (diligent)": EstimatorPolicy("A", env), "C (history)": EstimatorPolicy("C", env)}
     rewards = {name: np.zeros((args.episodes, base.n)) for name in agents}
     for name, agent in agents.items():
         for ep in tqdm(range(args.episodes), desc=name, unit="ep", disable=args.quiet):
