@@ -12,6 +12,7 @@ from gymnasium import spaces
 from gf2env.combinatorics import check_support, rank_support, unrank_support
 from gf2env.errors import GF2ConfigError, InvalidActionError
 from gf2env.oracle import Evidence, Instance, TaskConfig, draw_evidence, draw_instance
+from gf2env.posterior import StepBatch, bayes_ceiling
 from gf2env.prompt import render_paper_prompt
 
 STEP_MODES = ("reveal", "terminate", "retry")
@@ -65,11 +66,14 @@ class GF2ReconEnv(gym.Env):
     After ``reset``: ``depth``, ``attempt`` (1) and ``trivial_baseline`` (``1/C(p, d-1)``). After a
     step, for the step just judged: ``depth``, ``correct``, ``attempt`` (1-based, at this depth),
     ``action_indices``, ``target`` (the true ``S_g``, for logging), ``trivial_baseline``, and
-    ``exhausted`` (``retry``: the attempts ran out and the term was revealed).
+    ``exhausted`` (``retry``: the attempts ran out and the term was revealed). With
+    ``bayes_ceiling=True`` also ``bayes_ceiling_A`` and ``bayes_ceiling_B``: the posterior mass
+    estimators A (prefix + data) and B (data only, composite likelihood) put on the truth given the
+    very samples the action answered, the information-theoretic reference for that step.
 
     ## Arguments
     ``gym.make("GF2Recon-v0", p=12, d=4, n=32, K=32, sampling="adversarial", w=None,
-    start_depth=0, step_mode="reveal", max_attempts=None, render_mode=None)``
+    start_depth=0, step_mode="reveal", max_attempts=None, bayes_ceiling=False, render_mode=None)``
     - ``p``, ``d``, ``n``, ``K``: payload bits (<= 64), term degree, terms, samples a step.
     - ``sampling``: ``"adversarial"`` (payload weight ``w``, default ``w*`` making the firing
       probability closest to 1/2), ``"diagnostic"`` (all-ones and the ``p`` one-bit-cleared
@@ -77,6 +81,7 @@ class GF2ReconEnv(gym.Env):
     - ``start_depth``: the depth at which episodes begin (the first terms revealed); ``reset``'s
       ``options={"start_depth": g}`` overrides it for one episode.
     - ``step_mode``, ``max_attempts``: see above; ``max_attempts`` (default 10) is for ``retry``.
+    - ``bayes_ceiling``: add estimators A's and B's γ on each judged step to ``info`` (see Info).
     - ``render_mode``: ``"ansi"`` returns the current step as the paper's prompt.
 
     ## Version history
@@ -96,6 +101,7 @@ class GF2ReconEnv(gym.Env):
         start_depth: int = 0,
         step_mode: str = "reveal",
         max_attempts: int | None = None,
+        bayes_ceiling: bool = False,
         render_mode: str | None = None,
     ) -> None:
         self.config = TaskConfig(p=p, d=d, n=n, K=K, sampling=sampling, w=w)
@@ -117,6 +123,9 @@ class GF2ReconEnv(gym.Env):
                     f"max_attempts={max_attempts} is less than the minimum 1; pass max_attempts >= 1."
                 )
         self.max_attempts = 1 if max_attempts is None else int(max_attempts)
+        if not isinstance(bayes_ceiling, (bool, np.bool_)):
+            raise GF2ConfigError(f"bayes_ceiling={bayes_ceiling!r} is not a bool; pass True or False.")
+        self.bayes_ceiling = bool(bayes_ceiling)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise GF2ConfigError(
                 f"render_mode={render_mode!r} is not supported; pass one of "
@@ -221,6 +230,11 @@ class GF2ReconEnv(gym.Env):
             "trivial_baseline": self.config.trivial_baseline,
             "exhausted": False,
         }
+        if self.bayes_ceiling:
+            assert self._evidence is not None
+            ceiling = bayes_ceiling(StepBatch.from_step(self._instance, self._evidence))
+            info["bayes_ceiling_A"] = float(ceiling["A"][0])
+            info["bayes_ceiling_B"] = float(ceiling["B"][0])
         terminated = False
         if not correct and self.step_mode == "terminate":
             terminated = True

@@ -37,6 +37,7 @@ from gf2env.combinatorics import all_supports, fires, pack_bits, rank_support, s
 from gf2env.errors import GF2ConfigError, InconsistentEvidenceError
 
 if TYPE_CHECKING:
+    from gf2env.oracle import Evidence, Instance
     from gf2env.records import Record
 
 #: Worst-case lookups per record the exact data-only posterior may spend: ``C^L + C^(R+1)`` for
@@ -133,6 +134,20 @@ class StepBatch:
             payload=np.stack([pack_bits(r.payload) for r in records]),
             labels=np.stack([r.labels for r in records]).astype(np.uint8),
             target=np.array([rank_support(r.target, p) for r in records], dtype=np.int64),
+        )
+
+    @classmethod
+    def from_step(cls, instance: Instance, evidence: Evidence) -> StepBatch:
+        """A batch of one step of an instance (the target known)."""
+        g = evidence.g
+        return cls(
+            p=instance.p,
+            d=instance.d,
+            prefix=instance.masks[None, :g],
+            address=evidence.address[None, :, :g].astype(bool),
+            payload=evidence.payload_masks[None, :],
+            labels=evidence.labels[None, :].astype(np.uint8),
+            target=np.array([rank_support(instance.term(g), instance.p)], dtype=np.int64),
         )
 
     @classmethod
@@ -370,6 +385,22 @@ def exact_log_likelihood(
     return out
 
 
+# ---------------------------------------------------------------------- the Bayes ceiling
+def bayes_ceiling(batch: StepBatch) -> dict[str, np.ndarray]:
+    """γ of estimator A (prefix + data) and B (data only, composite) on each step of ``batch``.
+
+    Any agent's success on these very samples can be read against them: A is what the samples
+    and the prefix made achievable, B what the samples alone did (the paper's likelihood).
+    """
+    if batch.target is None:
+        raise ValueError("The Bayes ceiling needs the true next terms; build the batch with a target.")
+    rows = np.arange(batch.R)
+    consistent = consistent_candidates(batch)
+    gamma_a = consistent[rows, batch.target] / consistent.sum(axis=1)
+    gamma_b = normalise(composite_log_likelihood(batch))[rows, batch.target]
+    return {"A": gamma_a, "B": gamma_b}
+
+
 # ---------------------------------------------------------------------- from log weights to decisions
 def normalise(log_weights: np.ndarray) -> np.ndarray:
     """Row-wise probabilities from log weights (``-inf`` allowed, one finite entry per row needed)."""
@@ -396,6 +427,7 @@ __all__ = [
     "EXACT_WORK_LIMIT",
     "StepBatch",
     "argmax_with_ties",
+    "bayes_ceiling",
     "candidate_masks",
     "composite_log_likelihood",
     "consistent_candidates",

@@ -15,10 +15,18 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from gf2env.combinatorics import MAX_SUPPORT_TABLE, all_supports, supports_to_masks, unrank_support
+from gf2env.combinatorics import (
+    MAX_SUPPORT_TABLE,
+    all_supports,
+    pack_bits,
+    rank_support,
+    supports_to_masks,
+    unrank_support,
+)
 from gf2env.env import GF2ReconEnv
 from gf2env.errors import GF2ConfigError, InvalidActionError
 from gf2env.oracle import draw_instance, evidence_from_uniforms
+from gf2env.posterior import StepBatch, bayes_ceiling
 
 
 class GF2ReconVectorEnv(VectorEnv):
@@ -88,6 +96,25 @@ class GF2ReconVectorEnv(VectorEnv):
             self._u[sel], self._depth[sel], self._masks[sel], self.config
         )
         self._address[sel], self._payload[sel], self._labels[sel] = address, payload, labels
+
+    def _bayes_ceiling(self, idx: np.ndarray, g: np.ndarray) -> dict[str, np.ndarray]:
+        """Estimators A's and B's γ on the current evidence of sub-envs ``idx``, batched by depth."""
+        c, N = self.config, self.num_envs
+        out = {"A": np.zeros(N), "B": np.zeros(N)}
+        for depth in np.unique(g[idx]):
+            sub = idx[g[idx] == depth]
+            batch = StepBatch(
+                p=c.p,
+                d=c.d,
+                prefix=self._masks[sub, :depth],
+                address=self._address[sub, :, :depth].astype(bool),
+                payload=pack_bits(self._payload[sub]),
+                labels=self._labels[sub].astype(np.uint8),
+                target=np.array([rank_support(s, c.p) for s in self._supports[sub, depth]], dtype=np.int64),
+            )
+            for name, values in bayes_ceiling(batch).items():
+                out[name][sub] = values
+        return out
 
     def _observation(self) -> dict[str, np.ndarray]:
         return {
@@ -179,6 +206,7 @@ class GF2ReconVectorEnv(VectorEnv):
             retry = np.zeros(N, dtype=bool)
             advance = live.copy()
         exhausted = advance & wrong & (self.step_mode == "retry")
+        ceiling = self._bayes_ceiling(np.flatnonzero(live), g) if self.single.bayes_ceiling else None
 
         adv = np.flatnonzero(advance)
         self._prefix[adv[:, None], g[adv][:, None], self._supports[adv, g[adv]]] = 1
@@ -213,5 +241,8 @@ class GF2ReconVectorEnv(VectorEnv):
             "exhausted": exhausted,
             "_exhausted": live,
         }
+        if ceiling is not None:
+            for name, values in ceiling.items():
+                info[f"bayes_ceiling_{name}"], info[f"_bayes_ceiling_{name}"] = values, live
         rewards = correct.astype(np.float64)
         return self._observation(), rewards, terminated, np.zeros(N, dtype=bool), info
