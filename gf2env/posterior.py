@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gf2env.combinatorics import all_supports, fires, pack_bits, rank_support, supports_to_masks
+from gf2env.combinatorics import (
+    all_supports,
+    fires,
+    pack_bits,
+    rank_support,
+    supports_to_masks,
+    unpack_bits,
+)
 from gf2env.errors import GF2ConfigError, InconsistentEvidenceError
 
 if TYPE_CHECKING:
@@ -284,12 +291,10 @@ def composite_log_likelihood(batch: StepBatch, known: np.ndarray | None = None) 
     t = (r ^ pi.astype(np.uint8)).astype(np.float64)
     coef_hard = np.where(hard, 1.0 - 2.0 * t, 0.0)
     viol_base = np.where(hard, t, 0.0).sum(axis=1)
-    cands = candidate_masks(batch.p, batch.d)
-    out = np.empty((batch.R, len(cands)))
+    out = np.empty((batch.R, batch.num_candidates))
     for sub in _row_blocks(batch):
-        f = fires(batch.payload[sub], cands).astype(np.float64)  # (r, K, C)
         coefs = np.stack([coef_soft[sub], coef_hard[sub]], axis=1)  # (r, 2, K)
-        sums = np.matmul(coefs, f)  # (r, 2, C)
+        sums = weighted_fire_sums(batch.payload[sub], coefs, batch.p, batch.d)  # (r, 2, C)
         ll = base[sub, None] + sums[:, 0]
         violated = np.rint(viol_base[sub, None] + sums[:, 1]) > 0
         ll[violated] = -np.inf
@@ -299,8 +304,44 @@ def composite_log_likelihood(batch: StepBatch, known: np.ndarray | None = None) 
 
 
 def _row_blocks(batch: StepBatch, max_cells: int = 2_000_000) -> list[slice]:
-    size = max(1, max_cells // max(1, batch.K * batch.num_candidates))
+    prefixes, _, _ = _support_split(batch.p, batch.d)
+    cells = batch.K * max(batch.num_candidates, len(prefixes) * batch.p)
+    size = max(1, max_cells // max(1, cells))
     return [slice(i, min(i + size, batch.R)) for i in range(0, batch.R, size)]
+
+
+@lru_cache(maxsize=16)
+def _support_split(p: int, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every support as (its first ``d-2`` indices, its last index): the ``(d-2)``-subsets in
+    lexicographic order, and for each candidate the row of its prefix there and its last index."""
+    prefixes = all_supports(p, d - 2)  # (Q, d-2); Q = 1 (the empty prefix) when d = 2
+    supports = all_supports(p, d - 1)
+    rank_of = {tuple(row): q for q, row in enumerate(prefixes.tolist())}
+    prefix_row = np.array([rank_of[tuple(s[:-1])] for s in supports.tolist()], dtype=np.int64)
+    return prefixes, prefix_row, supports[:, -1].copy()
+
+
+def weighted_fire_sums(payload: np.ndarray, coefs: np.ndarray, p: int, d: int) -> np.ndarray:
+    """``out[r, m, S] = sum_k coefs[r, m, k] * [S fires on payload[r, k]]`` for every candidate S.
+
+    ``[S fires on v] = prod_{i in S} v_i``: weight each sample by the product of its bits over every
+    ``(d-2)``-subset, then one matrix product a row (BLAS) against the bits supplies the last index.
+    Coefficient rows that are zero throughout the batch are skipped.
+    """
+    prefixes, prefix_row, last = _support_split(p, d)
+    r, m, K = coefs.shape
+    out = np.zeros((r, m, len(last)))
+    active = np.flatnonzero(np.abs(coefs).sum(axis=(0, 2)) > 0)
+    if active.size == 0:
+        return out
+    bits = unpack_bits(payload, p).astype(np.float64)  # (r, K, p)
+    partial = np.ones((r, K, len(prefixes)))
+    for col in range(d - 2):
+        partial *= bits[:, :, prefixes[:, col]]
+    w = coefs[:, active, :, None] * partial[:, None]  # (r, a, K, Q)
+    tensor = np.matmul(np.swapaxes(w, 2, 3), bits[:, None])  # (r, a, Q, p)
+    out[:, active] = tensor[:, :, prefix_row, last]
+    return out
 
 
 # ---------------------------------------------------------------------- exact data-only (B, D)
