@@ -68,7 +68,9 @@ def main() -> int:
         for name in ("StepBatch", "residuals"):
             rate = R / (stack_s if name == "StepBatch" else resid_s)
             print(f"{p:>3} {g:>4} {R:>5} {name:>8} {rate:>10,.0f} {'':>9} {'':>7}")
-            rows.append({"p": p, "g": g, "R": R, "agent": name, "records_per_s": round(rate), "reference": None})
+            rows.append(
+                {"p": p, "g": g, "R": R, "agent": name, "records_per_s": round(rate), "reference": None}
+            )
         for spec in AGENTS:
             est = make_estimator(spec)
             seconds = best_time(lambda e=est, b=batch: e.evaluate(b, np.random.default_rng(0)), args.repeats)

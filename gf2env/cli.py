@@ -1,4 +1,10 @@
-"""The ``gf2`` command line: ``gf2 generate`` writes datasets, ``gf2 demo`` plays a seeded report."""
+"""The ``gf2`` command line.
+
+``gf2 generate`` writes datasets; ``gf2 compare`` evaluates agents on a grid or a records file and
+writes results, a summary with intervals and figures; ``gf2 plot`` redraws figures from a summary;
+``gf2 fit`` fits the effective-prefix model (the paper's Table 1) to results; ``gf2 demo`` plays a
+seeded report.
+"""
 
 from __future__ import annotations
 
@@ -128,6 +134,125 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare_config(args: argparse.Namespace):  # -> agents.compare.CompareConfig
+    from pathlib import Path
+
+    from agents.compare import CompareConfig, load_config
+    from agents.evaluate import Grid
+
+    grid_flags = {
+        "p": args.p,
+        "d": args.d,
+        "K": args.K,
+        "sampling": args.sampling,
+        "depths": args.depths,
+        "trials": args.trials,
+        "seed": args.seed,
+        "n": args.n,
+    }
+    given = {k: v for k, v in grid_flags.items() if v is not None}
+    if args.config:
+        config = load_config(args.config)
+    else:
+        config = None
+    agents = tuple(args.agents) if args.agents else (config.agents if config else ("A", "B", "C", "D"))
+    records = Path(args.records) if args.records else None
+    grid = config.grid if config and not records else None
+    if records is None and (grid is None or given):
+        base = grid or Grid(depths=(0, 1, 3, 7, 15, 31), trials=200)
+        n = given.get("n", PER_DEPTH if base.n is None else base.n)
+        grid = Grid(
+            depths=given.get("depths", base.depths),
+            trials=given.get("trials", base.trials),
+            p=given.get("p", base.p),
+            d=given.get("d", base.d),
+            K=given.get("K", base.K),
+            sampling=given.get("sampling", base.sampling),
+            seed=given.get("seed", base.seed),
+            n=None if n == PER_DEPTH else n,
+        )
+    elif records is not None and given:
+        raise GF2ConfigError(f"--records evaluates the file's own settings; drop {sorted(given)}.")
+    return CompareConfig(
+        agents=agents,
+        grid=grid,
+        records=records,
+        out=Path(args.out) if args.out else (config.out if config else Path("results/compare")),
+        level=args.level if args.level is not None else (config.level if config else 0.95),
+        plots=(config.plots if config else True) and not args.no_plots,
+    )
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from agents.compare import print_report, run_compare
+
+    report = run_compare(_compare_config(args), progress=not args.quiet)
+    print_report(report)
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from gf2env.plots import write_figures
+    from gf2env.results import read_results_csv, read_summary_csv, summarize
+
+    path = Path(args.table)
+    header = path.read_text().split("\n", 1)[0].split(",") if path.exists() else []
+    if not path.exists():
+        raise GF2ConfigError(f"{path} does not exist; pass a summary.csv or results.csv from gf2 compare.")
+    summary = read_summary_csv(path) if "gamma_mean" in header else summarize(read_results_csv(path))
+    out = Path(args.out) if args.out else path.parent
+    for fig in write_figures(summary, out):
+        print(f"wrote {fig}")
+    return 0
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from agents.evaluate import simulate_d_curve
+    from gf2env.fit import DCurve, DepthCounts, fit_effective_prefix, write_fits_csv
+    from gf2env.oracle import TaskConfig
+    from gf2env.results import read_results_csv
+
+    path = Path(args.results)
+    if not path.exists():
+        raise GF2ConfigError(f"{path} does not exist; pass a results.csv from gf2 compare.")
+    rows = read_results_csv(path)
+    settings = sorted({(r["p"], r["d"], r["K"], r["sampling"]) for r in rows})
+    if len(settings) != 1:
+        raise GF2ConfigError(
+            f"{path} mixes settings (p, d, K, sampling) = {settings}; fit one setting at a time."
+        )
+    p, d, K, sampling = settings[0]
+    depths = sorted({r["g"] for r in rows})
+    agents = args.agent or sorted({r["agent"] for r in rows})
+    curve_path = Path(args.curve) if args.curve else None
+    if curve_path is not None and curve_path.exists():
+        curve = DCurve.read_csv(curve_path)
+    else:
+        mode = sampling if sampling != "unknown" else "adversarial"
+        config = TaskConfig(p=p, d=d, K=K, n=max(depths) + 1, sampling=mode)
+        curve = simulate_d_curve(config, depths, args.curve_trials, seed=args.seed, progress=not args.quiet)
+        if curve_path is not None:
+            curve.write_csv(curve_path)
+            print(f"wrote the D curve to {curve_path}")
+    fits = []
+    for agent in agents:
+        counts = DepthCounts.from_rows(
+            [r for r in rows if r["agent"] == agent], agent=agent, value=args.value
+        )
+        fit = fit_effective_prefix(counts, curve)
+        fits.append(fit)
+        print(fit.format_table())
+        print()
+    out = Path(args.out) if args.out else path.parent / "fit.csv"
+    write_fits_csv(out, fits)
+    print(f"wrote {out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gf2", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -147,6 +272,44 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--out", required=True, help="output file")
     gen.add_argument("--quiet", action="store_true", help="no progress bar")
     gen.set_defaults(func=cmd_generate)
+
+    cmp = sub.add_parser(
+        "compare", help="evaluate agents on a grid or records file; results, summary, figures"
+    )
+    cmp.add_argument("--config", help="a YAML comparison, e.g. configs/paper-estimators.yaml")
+    cmp.add_argument("--agents", type=lambda s: [a for a in s.split(",") if a], help="e.g. A,B,C,D(k=3)")
+    cmp.add_argument("--records", help="evaluate on this records file instead of a grid")
+    cmp.add_argument("--depths", type=_int_list)
+    cmp.add_argument("--trials", type=int)
+    cmp.add_argument("--p", type=_int_list, help="payload sizes, e.g. 8,12,16")
+    cmp.add_argument("--d", type=_int_list)
+    cmp.add_argument("--K", type=_int_list)
+    cmp.add_argument("--sampling", type=lambda s: tuple(s.split(",")), help="e.g. adversarial,diagnostic")
+    cmp.add_argument("--n", type=_n_arg, help="terms an instance, or 'g+1' (default)")
+    cmp.add_argument("--seed", type=int)
+    cmp.add_argument("--level", type=float, help="Jeffreys interval level (default 0.95)")
+    cmp.add_argument("--out", help="output directory (default: the config's, else results/compare)")
+    cmp.add_argument("--no-plots", action="store_true")
+    cmp.add_argument("--quiet", action="store_true", help="no progress bar")
+    cmp.set_defaults(func=cmd_compare)
+
+    plot = sub.add_parser("plot", help="draw the figures a summary.csv (or results.csv) supports")
+    plot.add_argument("table", help="summary.csv or results.csv written by gf2 compare")
+    plot.add_argument("--out", help="output directory (default: next to the table)")
+    plot.set_defaults(func=cmd_plot)
+
+    fit = sub.add_parser("fit", help="effective-prefix fit (k = u*g vs k = v) of each agent's results")
+    fit.add_argument("results", help="results.csv from gf2 compare (or any file with its columns)")
+    fit.add_argument("--agent", action="append", help="fit only this agent (repeatable; default all)")
+    fit.add_argument(
+        "--value", choices=("correct", "gamma"), default="correct", help="what counts as success"
+    )
+    fit.add_argument("--curve", help="CSV cache of the simulated D curve (read if present, else written)")
+    fit.add_argument("--curve-trials", type=int, default=500, help="records a depth for the D curve")
+    fit.add_argument("--seed", type=int, default=1, help="seed of the D curve's records")
+    fit.add_argument("--out", help="fit table CSV (default: fit.csv next to the results)")
+    fit.add_argument("--quiet", action="store_true")
+    fit.set_defaults(func=cmd_fit)
 
     demo = sub.add_parser("demo", help="seeded report: reward per depth against the baseline")
     demo.add_argument("--episodes", type=int, default=20)
