@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh machine:
-#   make demo   virtualenv + core install, then the main job (a short seeded report)
+#   make compare  virtualenv + core install, then the main job: the paper's estimator curves
 #   make test   virtualenv + full test install (torch first), then the whole test suite
 PYTHON ?= python3
 VENV ?= .venv
@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH := torch==2.13.0
 
-.PHONY: demo test lint bench clean
+.PHONY: compare demo test lint bench clean
 
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ $(VENV)/.dev: $(VENV)/.core
 	$(PIP) install -q -e '.[dev,sb3]'
 	touch $@
 
+compare: $(VENV)/.core
+	$(VENV)/bin/gf2 compare --config configs/paper-estimators.yaml
+
 demo: $(VENV)/.core
 	$(VENV)/bin/gf2 demo --episodes 20 --seed 0
 
@@ -30,6 +33,7 @@ test: $(VENV)/.dev
 
 bench: $(VENV)/.core
 	$(PY) bench/bench_env.py
+	$(PY) bench/bench_estimators.py
 
 clean:
 	rm -rf $(VENV)

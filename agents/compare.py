@@ -1,0 +1,175 @@
+"""``gf2 compare``: agents × settings (or a records file) → results table, summary, figures.
+
+A comparison is described by a YAML file (``configs/*.yaml``) or the same keys on the command line::
+
+    agents: [A, B, B-exact, C, "D(g//2)", decoder]
+    grid: {p: [12], d: [4], K: [32], sampling: [adversarial],
+           depths: [0, 1, 3, 7], trials: 2000, seed: 0, n: g+1}
+    # or, instead of grid:  records: path/to/records.json
+    out: results/paper-estimators
+    level: 0.95          # Jeffreys interval level
+    plots: true
+
+:func:`run_compare` writes ``results.csv`` (one row per agent × record), ``summary.csv`` (per agent
+and setting, with Jeffreys intervals) and the figures that the settings support into ``out``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agents.evaluate import Evaluation, Grid, evaluate, grid_cells, make_agents, record_cells
+from gf2env.errors import GF2ConfigError
+from gf2env.plots import write_figures
+from gf2env.records import read_records
+from gf2env.results import format_summary, summarize, write_results_csv, write_summary_csv
+
+PER_DEPTH = "g+1"
+_TOP_KEYS = {"agents", "grid", "records", "out", "level", "plots", "description"}
+_GRID_KEYS = {"p", "d", "K", "sampling", "depths", "trials", "seed", "n"}
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """What to compare, on what, and where to write it (exactly one of ``grid`` and ``records``)."""
+
+    agents: tuple[str, ...]
+    grid: Grid | None = None
+    records: Path | None = None
+    out: Path = Path("results/compare")
+    level: float = 0.95
+    plots: bool = True
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.agents:
+            raise GF2ConfigError("No agents given; list at least one, e.g. agents: [A, B, C].")
+        if (self.grid is None) == (self.records is None):
+            raise GF2ConfigError("Give exactly one of grid and records (a records file to evaluate on).")
+        if not 0.0 < self.level < 1.0:
+            raise GF2ConfigError(f"level={self.level} is outside (0, 1); pass e.g. 0.95.")
+        make_agents(self.agents)  # validates the names
+
+    def with_overrides(self, **values: Any) -> CompareConfig:
+        """A copy with the given fields replaced (``None`` values are ignored)."""
+        return replace(self, **{k: v for k, v in values.items() if v is not None})
+
+
+def _as_tuple(value: Any, key: str, kind: type) -> tuple[Any, ...]:
+    items = value if isinstance(value, list | tuple) else [value]
+    for item in items:
+        if not isinstance(item, kind) or isinstance(item, bool):
+            raise GF2ConfigError(f"grid.{key} has {item!r}; expected {kind.__name__} values.")
+    return tuple(items)
+
+
+def grid_from_mapping(obj: dict[str, Any]) -> Grid:
+    """A :class:`Grid` from the ``grid:`` mapping of a config file."""
+    unknown = set(obj) - _GRID_KEYS
+    if unknown:
+        raise GF2ConfigError(f"grid has unknown keys {sorted(unknown)}; the keys are {sorted(_GRID_KEYS)}.")
+    for key in ("depths", "trials"):
+        if key not in obj:
+            raise GF2ConfigError(f"grid lacks {key!r}; e.g. depths: [0, 1, 3, 7] and trials: 500.")
+    n = obj.get("n", PER_DEPTH)
+    if n != PER_DEPTH and (not isinstance(n, int) or isinstance(n, bool)):
+        raise GF2ConfigError(f"grid.n={n!r} is neither an integer nor 'g+1'.")
+    return Grid(
+        depths=_as_tuple(obj["depths"], "depths", int),
+        trials=int(obj["trials"]),
+        p=_as_tuple(obj.get("p", 12), "p", int),
+        d=_as_tuple(obj.get("d", 4), "d", int),
+        K=_as_tuple(obj.get("K", 32), "K", int),
+        sampling=_as_tuple(obj.get("sampling", "adversarial"), "sampling", str),
+        seed=int(obj.get("seed", 0)),
+        n=None if n == PER_DEPTH else int(n),
+    )
+
+
+def load_config(path: str | Path) -> CompareConfig:
+    """Read a comparison from YAML; unknown keys are errors, not ignored."""
+    path = Path(path)
+    if not path.exists():
+        raise GF2ConfigError(f"Config file {path} does not exist; see configs/ for the presets.")
+    obj = yaml.safe_load(path.read_text())
+    if not isinstance(obj, dict):
+        raise GF2ConfigError(f"{path} does not hold a mapping of keys (agents, grid, out, ...).")
+    unknown = set(obj) - _TOP_KEYS
+    if unknown:
+        raise GF2ConfigError(f"{path} has unknown keys {sorted(unknown)}; the keys are {sorted(_TOP_KEYS)}.")
+    agents = obj.get("agents", [])
+    if not isinstance(agents, list):
+        raise GF2ConfigError(f"{path}: agents must be a list, e.g. [A, B, C]; got {agents!r}.")
+    records = obj.get("records")
+    return CompareConfig(
+        agents=tuple(str(a) for a in agents),
+        grid=grid_from_mapping(obj["grid"]) if "grid" in obj else None,
+        records=None if records is None else Path(records),
+        out=Path(obj.get("out", "results/compare")),
+        level=float(obj.get("level", 0.95)),
+        plots=bool(obj.get("plots", True)),
+        description=str(obj.get("description", "")),
+    )
+
+
+@dataclass
+class CompareReport:
+    """What a comparison wrote, and its summary rows."""
+
+    evaluation: Evaluation
+    summary: list[dict[str, Any]]
+    results_csv: Path
+    summary_csv: Path
+    figures: list[Path] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
+    """Evaluate, summarise and plot as ``config`` says; returns what was written."""
+    start = time.perf_counter()
+    agents = make_agents(config.agents)
+    if config.grid is not None:
+        cells, total, seed = grid_cells(config.grid), config.grid.num_records, config.grid.seed
+    else:
+        assert config.records is not None
+        if not config.records.exists():
+            raise GF2ConfigError(f"Records file {config.records} does not exist.")
+        records = read_records(config.records)
+        cells, total, seed = record_cells(records, config.records.name), len(records), 0
+    evaluation = evaluate(agents, cells, seed=seed, total=total, progress=progress)
+    if not evaluation.rows:
+        raise GF2ConfigError("No agent could run at any setting:\n" + "\n".join(evaluation.skipped_report()))
+    config.out.mkdir(parents=True, exist_ok=True)
+    results_csv = config.out / "results.csv"
+    summary_csv = config.out / "summary.csv"
+    write_results_csv(results_csv, evaluation.rows)
+    summary = summarize(evaluation.rows, level=config.level)
+    write_summary_csv(summary_csv, summary)
+    figures = write_figures(summary, config.out) if config.plots else []
+    return CompareReport(evaluation, summary, results_csv, summary_csv, figures, time.perf_counter() - start)
+
+
+def print_report(report: CompareReport) -> None:
+    """The summary table, the skips and the files written, for the terminal."""
+    print(format_summary(report.summary))
+    for line in report.evaluation.skipped_report():
+        print(f"note: {line}")
+    print(f"wrote {report.results_csv} ({len(report.evaluation.rows)} rows), {report.summary_csv}")
+    for fig in report.figures:
+        print(f"wrote {fig}")
+    print(f"done in {report.seconds:.1f} s")
+
+
+__all__ = [
+    "CompareConfig",
+    "CompareReport",
+    "grid_from_mapping",
+    "load_config",
+    "print_report",
+    "run_compare",
+]

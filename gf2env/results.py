@@ -1,0 +1,393 @@
+"""The tidy results table of an evaluation (one row per agent × record) and its summary by depth.
+
+A results row holds ``RESULT_COLUMNS``: who answered (``agent``), on what (``source``: ``"grid"`` or
+a records file name; ``sampling``, ``p``, ``d``, ``K``, ``n``, ``g``, ``trial``, ``seed``), and how
+well: ``gamma``, the agent's probability of the true next term (posterior mass for estimators, 0/1
+for plain policies), ``correct`` (its chosen ``action`` equals ``target``; both are candidate ranks)
+and ``num_candidates`` ``= C(p, d-1)``.
+
+:func:`summarize` groups rows by ``SUMMARY_KEYS`` and gives the mean γ and accuracy of each group
+with Jeffreys intervals (:func:`jeffreys_interval`).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from math import comb
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import beta
+
+from gf2env.errors import GF2ConfigError, RecordFormatError
+
+RESULT_COLUMNS = (
+    "agent",
+    "source",
+    "sampling",
+    "p",
+    "d",
+    "K",
+    "n",
+    "g",
+    "trial",
+    "seed",
+    "gamma",
+    "correct",
+    "action",
+    "target",
+    "num_candidates",
+)
+_RESULT_STR = ("agent", "source", "sampling")
+_RESULT_INT = ("p", "d", "K", "n", "g", "trial", "action", "target", "num_candidates")
+
+SUMMARY_KEYS = ("agent", "sampling", "p", "d", "K", "g")
+SUMMARY_COLUMNS = (
+    *SUMMARY_KEYS,
+    "trials",
+    "gamma_mean",
+    "gamma_lo",
+    "gamma_hi",
+    "accuracy",
+    "accuracy_lo",
+    "accuracy_hi",
+    "chance",
+    "level",
+)
+_SUMMARY_INT = ("p", "d", "K", "g", "trials")
+_SUMMARY_FLOAT = SUMMARY_COLUMNS[len(SUMMARY_KEYS) + 1 :]  # everything after the keys and trials
+
+_GAMMA_SLACK = 1e-9  # γ this far outside [0, 1] (float round-off in a posterior sum) is clipped
+
+FloatOrArray = float | np.ndarray
+ErrorType = Callable[[str], Exception]
+
+
+# ---------------------------------------------------------------------------------------- coercion
+
+
+def _to_int(value: Any, column: str, where: str, error: ErrorType) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise error(f"{where}: {column}={value!r} is not an integer; give {column} as an int.")
+
+
+def _to_float(value: Any, column: str, where: str, error: ErrorType) -> float:
+    try:
+        out = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        raise error(f"{where}: {column}={value!r} is not a number; give {column} as a float.") from None
+    if not math.isfinite(out):
+        raise error(f"{where}: {column}={value!r} is not finite; give a finite {column}.")
+    return out
+
+
+def _to_str(value: Any, column: str, where: str, error: ErrorType, required: bool = True) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        value = ""
+    out = str(value)
+    if required and not out.strip():
+        raise error(f"{where}: {column} is empty; give a non-empty {column} string.")
+    return out
+
+
+def _missing(keys: Iterable[str], columns: Sequence[str]) -> list[str]:
+    present = set(keys)
+    return [c for c in columns if c not in present]
+
+
+def _coerce_result(row: Mapping[str, Any], where: str, error: ErrorType) -> dict[str, Any]:
+    """``row``'s ``RESULT_COLUMNS`` with their types restored and checked; extra keys are dropped."""
+    missing = _missing(row.keys(), RESULT_COLUMNS)
+    if missing:
+        raise error(
+            f"{where} lacks the columns {missing}; a results row needs all of {list(RESULT_COLUMNS)}."
+        )
+    out: dict[str, Any] = {}
+    for col in _RESULT_STR:
+        out[col] = _to_str(row[col], col, where, error, required=col != "source")
+    for col in _RESULT_INT:
+        out[col] = _to_int(row[col], col, where, error)
+    seed = row["seed"]
+    blank = seed is None or (isinstance(seed, str) and not seed.strip())
+    blank = blank or (isinstance(seed, (float, np.floating)) and math.isnan(seed))
+    out["seed"] = None if blank else _to_int(seed, "seed", where, error)
+    gamma = _to_float(row["gamma"], "gamma", where, error)
+    if not -_GAMMA_SLACK <= gamma <= 1 + _GAMMA_SLACK:
+        raise error(f"{where}: gamma={gamma!r} is outside [0, 1]; gamma is a probability.")
+    out["gamma"] = min(max(gamma, 0.0), 1.0)
+    correct = _to_int(row["correct"], "correct", where, error)
+    if correct not in (0, 1):
+        raise error(f"{where}: correct={correct!r} is not 0 or 1.")
+    out["correct"] = correct
+    p, d = out["p"], out["d"]
+    if d < 2 or p < d - 1:
+        raise error(f"{where}: (p, d) = ({p}, {d}) is not a task; need d >= 2 and p >= d-1.")
+    if out["num_candidates"] != comb(p, d - 1):
+        raise error(
+            f"{where}: num_candidates={out['num_candidates']} but C(p, d-1) = C({p}, {d - 1}) = "
+            f"{comb(p, d - 1)}; give num_candidates = C(p, d-1)."
+        )
+    if not 0 <= out["target"] < out["num_candidates"]:
+        raise error(f"{where}: target={out['target']} is not a rank in [0, {out['num_candidates']}).")
+    if not 0 <= out["g"] < out["n"]:
+        raise error(f"{where}: g={out['g']} is outside [0, n) = [0, {out['n']}).")
+    if correct != int(out["action"] == out["target"]):
+        raise error(
+            f"{where}: correct={correct} but action={out['action']} and target={out['target']}; "
+            f"correct must be 1 exactly when action == target."
+        )
+    return {col: out[col] for col in RESULT_COLUMNS}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+# ------------------------------------------------------------------------------------- results CSV
+
+
+def _prepared(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [_coerce_result(row, f"results row {i}", GF2ConfigError) for i, row in enumerate(rows)]
+
+
+def write_results_csv(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> int:
+    """Write ``rows`` (in the given order) as a CSV with header ``RESULT_COLUMNS``; return their count.
+
+    Every row is checked before the file is opened, so a bad row leaves no partial file.
+    Keys outside ``RESULT_COLUMNS`` are ignored.
+    """
+    prepared = _prepared(rows)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(RESULT_COLUMNS)
+        writer.writerows([_cell(row[c]) for c in RESULT_COLUMNS] for row in prepared)
+    return len(prepared)
+
+
+def append_results_csv(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> int:
+    """Append ``rows`` to a results CSV, writing the header only if the file is new or empty."""
+    prepared = _prepared(rows)
+    path = Path(path)
+    fresh = not path.exists() or path.stat().st_size == 0
+    if not fresh:
+        with open(path, newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), [])
+        if tuple(header) != RESULT_COLUMNS:
+            raise RecordFormatError(
+                f"{path} has the header {header}, not the results columns {list(RESULT_COLUMNS)}; "
+                f"append to a file written by write_results_csv or pass a new path."
+            )
+    with open(path, "a", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        if fresh:
+            writer.writerow(RESULT_COLUMNS)
+        writer.writerows([_cell(row[c]) for c in RESULT_COLUMNS] for row in prepared)
+    return len(prepared)
+
+
+def _read_table(path: str | Path, columns: Sequence[str], kind: str) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        if reader.fieldnames is None:
+            raise RecordFormatError(f"{path} is empty; a {kind} CSV starts with the header {list(columns)}.")
+        missing = _missing(reader.fieldnames, columns)
+        if missing:
+            raise RecordFormatError(
+                f"{path} lacks the columns {missing}; a {kind} CSV has the header {list(columns)}."
+            )
+        return list(reader)
+
+
+def read_results_csv(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a results CSV with their types restored (``seed`` is an int or ``None``)."""
+    raw = _read_table(path, RESULT_COLUMNS, "results")
+    return [_coerce_result(row, f"{path} line {i + 2}", RecordFormatError) for i, row in enumerate(raw)]
+
+
+# ---------------------------------------------------------------------------------------- Jeffreys
+
+
+def jeffreys_interval(
+    successes: float | np.ndarray, trials: float | np.ndarray, level: float = 0.95
+) -> tuple[FloatOrArray, FloatOrArray]:
+    """Equal-tailed Jeffreys interval ``(lo, hi)`` for a success rate, vectorised over arrays.
+
+    The bounds are the ``(1 ± level)/2`` quantiles of ``Beta(s + 1/2, t - s + 1/2)``, with ``lo = 0``
+    when ``s == 0`` and ``hi = 1`` when ``s == t`` (Brown, Cai & DasGupta 2001). ``successes`` may
+    be fractional: for γ we pass ``Σγ``, the summed posterior mass. That is conservative, since a
+    trial valued in [0, 1] with mean μ has variance at most μ(1 - μ), that of a Bernoulli(μ) trial.
+    For tiny fractional ``s`` the bounds are widened if needed to contain ``s / t``.
+    Scalar inputs give floats; arrays broadcast and give arrays.
+    """
+    if isinstance(level, bool) or not isinstance(level, (int, float, np.integer, np.floating)):
+        raise GF2ConfigError(f"level={level!r} is not a number; pass 0 < level < 1, e.g. 0.95.")
+    if not 0 < level < 1:
+        raise GF2ConfigError(f"level={level!r} is outside (0, 1); pass 0 < level < 1, e.g. 0.95.")
+    try:
+        s, t = np.broadcast_arrays(np.asarray(successes, dtype=float), np.asarray(trials, dtype=float))
+    except (TypeError, ValueError) as err:
+        raise GF2ConfigError(
+            f"successes and trials must be numbers or arrays of one shape (after broadcasting): {err}"
+        ) from None
+
+    def _first(bad: np.ndarray) -> str:
+        i = np.unravel_index(int(np.argmax(bad)), bad.shape) if bad.ndim else ()
+        where = f" at index {tuple(int(j) for j in i)}" if bad.ndim else ""
+        return f"successes={float(s[i])!r}, trials={float(t[i])!r}{where}"
+
+    bad = ~(np.isfinite(s) & np.isfinite(t))
+    if bad.any():
+        raise GF2ConfigError(f"{_first(bad)} is not finite; pass finite counts.")
+    bad = t < 1
+    if bad.any():
+        raise GF2ConfigError(f"{_first(bad)}: trials < 1; pass trials >= 1.")
+    bad = (s < 0) | (s > t)
+    if bad.any():
+        raise GF2ConfigError(f"{_first(bad)}: successes outside [0, trials]; pass 0 <= successes <= trials.")
+    tail = (1.0 - float(level)) / 2.0
+    a, b = s + 0.5, t - s + 0.5
+    rate = s / t
+    lo = np.where(s == 0, 0.0, np.minimum(beta.ppf(tail, a, b), rate))
+    hi = np.where(s == t, 1.0, np.maximum(beta.ppf(1.0 - tail, a, b), rate))
+    if lo.ndim == 0:
+        return float(lo), float(hi)
+    return lo, hi
+
+
+# ----------------------------------------------------------------------------------------- summary
+
+
+def summarize(rows: Iterable[Mapping[str, Any]], level: float = 0.95) -> list[dict[str, Any]]:
+    """Mean γ and accuracy, with Jeffreys intervals, of each ``SUMMARY_KEYS`` group of results rows.
+
+    Groups come in order of first appearance of the agent, then sorted by sampling, p, d, K, g.
+    ``chance`` is ``1 / num_candidates``, the success rate of a history-only guess.
+    """
+    agent_order: dict[str, int] = {}
+    groups: dict[tuple[Any, ...], list[float]] = {}  # key -> [trials, Σγ, Σcorrect, num_candidates]
+    for i, raw in enumerate(rows):
+        row = _coerce_result(raw, f"results row {i}", GF2ConfigError)
+        agent_order.setdefault(row["agent"], len(agent_order))
+        key = tuple(row[k] for k in SUMMARY_KEYS)
+        acc = groups.setdefault(key, [0, 0.0, 0, row["num_candidates"]])
+        acc[0] += 1
+        acc[1] += row["gamma"]
+        acc[2] += row["correct"]
+    if not groups:
+        return []
+    keys = sorted(groups, key=lambda k: (agent_order[k[0]], *k[1:]))
+    trials = np.array([groups[k][0] for k in keys], dtype=float)
+    gamma_sum = np.minimum(np.array([groups[k][1] for k in keys]), trials)
+    correct_sum = np.array([groups[k][2] for k in keys], dtype=float)
+    g_lo, g_hi = jeffreys_interval(gamma_sum, trials, level)
+    a_lo, a_hi = jeffreys_interval(correct_sum, trials, level)
+    out = []
+    for j, key in enumerate(keys):
+        n_trials, _, _, candidates = groups[key]
+        out.append(
+            {
+                **dict(zip(SUMMARY_KEYS, key, strict=True)),
+                "trials": int(n_trials),
+                "gamma_mean": float(gamma_sum[j] / trials[j]),
+                "gamma_lo": float(g_lo[j]),
+                "gamma_hi": float(g_hi[j]),
+                "accuracy": float(correct_sum[j] / trials[j]),
+                "accuracy_lo": float(a_lo[j]),
+                "accuracy_hi": float(a_hi[j]),
+                "chance": 1.0 / candidates,
+                "level": float(level),
+            }
+        )
+    return out
+
+
+def write_summary_csv(path: str | Path, summary: Iterable[Mapping[str, Any]]) -> int:
+    """Write summary rows as a CSV with header ``SUMMARY_COLUMNS``; return their count."""
+    rows = list(summary)
+    for i, row in enumerate(rows):
+        missing = _missing(row.keys(), SUMMARY_COLUMNS)
+        if missing:
+            raise GF2ConfigError(
+                f"summary row {i} lacks the columns {missing}; pass rows made by summarize()."
+            )
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(SUMMARY_COLUMNS)
+        for row in rows:
+            cells = [float(row[c]) if c in _SUMMARY_FLOAT else row[c] for c in SUMMARY_COLUMNS]
+            writer.writerow([_cell(c) for c in cells])
+    return len(rows)
+
+
+def read_summary_csv(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a summary CSV with their types restored."""
+    out = []
+    for i, raw in enumerate(_read_table(path, SUMMARY_COLUMNS, "summary")):
+        where, err = f"{path} line {i + 2}", RecordFormatError
+        row: dict[str, Any] = {}
+        for col in SUMMARY_COLUMNS:
+            if col in _SUMMARY_INT:
+                row[col] = _to_int(raw[col], col, where, err)
+            elif col in _SUMMARY_FLOAT:
+                row[col] = _to_float(raw[col], col, where, err)
+            else:
+                row[col] = _to_str(raw[col], col, where, err)
+        out.append(row)
+    return out
+
+
+def format_summary(summary: Iterable[Mapping[str, Any]]) -> str:
+    """A fixed-width text table of summary rows for a terminal.
+
+    Columns: agent, sampling, p (d and K too when they vary), g, trials, γ with its interval,
+    accuracy and chance.
+    """
+    rows = list(summary)
+    varying = [k for k in ("d", "K") if len({row[k] for row in rows}) > 1]
+    levels = {float(row["level"]) for row in rows if "level" in row}
+    band = f"{100 * levels.pop():g}% CI" if len(levels) == 1 else "CI"
+    header = ["agent", "sampling", "p", *varying, "g", "trials", f"γ [{band}]", "accuracy", "chance"]
+    table = [header]
+    for row in rows:
+        gamma = f"{row['gamma_mean']:.3f} [{row['gamma_lo']:.3f}, {row['gamma_hi']:.3f}]"
+        table.append(
+            [
+                str(row["agent"]),
+                str(row["sampling"]),
+                str(row["p"]),
+                *(str(row[k]) for k in varying),
+                str(row["g"]),
+                str(row["trials"]),
+                gamma,
+                f"{row['accuracy']:.3f}",
+                f"{row['chance']:.3g}",
+            ]
+        )
+    widths = [max(len(line[j]) for line in table) for j in range(len(header))]
+    left = {0, 1}  # text columns; numbers are right-aligned
+    lines = [
+        "  ".join(
+            cell.ljust(w) if j in left else cell.rjust(w)
+            for j, (cell, w) in enumerate(zip(line, widths, strict=True))
+        )
+        for line in table
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)
