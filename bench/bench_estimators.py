@@ -31,7 +31,9 @@ from gf2env.oracle import TaskConfig  # noqa: E402
 from gf2env.posterior import StepBatch, residuals  # noqa: E402
 from gf2env.records import generate_record  # noqa: E402
 
-SETTINGS = ((12, 31), (12, 127), (32, 31), (64, 31))
+# (64, 3) shows B's likelihood contraction at work: at p=64, g=31 every soft sample's mask
+# probability rounds to exactly 1/2 in float64, the composite posterior is flat and it is skipped.
+SETTINGS = ((12, 31), (12, 127), (32, 31), (64, 31), (64, 3))
 REFERENCE_A = {(12, 31): 4300, (12, 127): 1800, (32, 31): 500, (64, 31): 63}
 REFERENCE_B = {(12, 127): 380}
 AGENTS = ("A", "B", "D(g//2)")

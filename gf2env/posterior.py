@@ -451,10 +451,18 @@ def normalise(log_weights: np.ndarray) -> np.ndarray:
 
 
 def argmax_with_ties(log_weights: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """The argmax action per row, ties broken uniformly with ``rng``, and the size of each tie."""
+    """The argmax action per row, ties broken uniformly with ``rng``, and the size of each tie.
+
+    ``rng`` draws one integer per tied row (in row order), none for rows with a single maximum.
+    """
     best = log_weights == log_weights.max(axis=1, keepdims=True)
-    keys = np.where(best, rng.random(log_weights.shape), -1.0)
-    return keys.argmax(axis=1), best.sum(axis=1)
+    ties = best.sum(axis=1)
+    action = best.argmax(axis=1)
+    tied = np.flatnonzero(ties > 1)
+    if tied.size:
+        pick = rng.integers(ties[tied])  # which of the maxima, 0-based
+        action[tied] = (np.cumsum(best[tied], axis=1) <= pick[:, None]).sum(axis=1)
+    return action, ties
 
 
 def sample_actions(probabilities: np.ndarray, rng: np.random.Generator) -> np.ndarray:

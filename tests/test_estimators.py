@@ -183,6 +183,19 @@ def test_argmax_ties_and_samples_follow_the_generator():
     assert (post[np.arange(batch.R), draws] > 0).all()
 
 
+def test_ties_are_broken_uniformly():
+    from gf2env.posterior import argmax_with_ties
+
+    lw = np.full((20000, 6), -np.inf)
+    lw[:, [1, 2, 4, 5]] = 0.0
+    lw[:10, 3] = 1.0  # rows with a single maximum
+    action, ties = argmax_with_ties(lw, np.random.default_rng(0))
+    assert (action[:10] == 3).all() and (ties[:10] == 1).all() and (ties[10:] == 4).all()
+    freq = np.bincount(action[10:], minlength=6) / len(action[10:])
+    np.testing.assert_allclose(freq[[1, 2, 4, 5]], 0.25, atol=0.015)
+    assert freq[[0, 3]].sum() == 0
+
+
 def test_ties_split_accuracy():
     batch = batch_of(TaskConfig(p=7, d=3, K=4), 2, 30, seed=1)
     est = Diligent().evaluate(batch, RNG)
