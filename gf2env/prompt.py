@@ -1,17 +1,35 @@
-"""Text rendering of one step as the paper's prompt (design.md §3).
+"""Text renderings of one step for language models (design.md §3), each with a versioned id.
 
-Variables are numbered ``x_0 .. x_{N-1}`` with ``N = n + p``: the ``n`` address bits first, then the
-``p`` payload bits, so payload index ``i`` is variable ``x_{n+i}``. The answer the prompt asks for
-is the ``d - 1`` payload variables of the next monomial, as ``\\boxed{[i1, i2, ...]}``.
+- ``paper-v1`` (:func:`render_paper_prompt`): the paper's prompt. Variables are numbered
+  ``x_0 .. x_{N-1}`` with ``N = n + p``: the ``n`` address bits first, then the ``p`` payload bits,
+  so payload index ``i`` is variable ``x_{n+i}``; the answer is the ``d - 1`` payload variables of
+  the next monomial as ``\\boxed{[i1, i2, ...]}`` (answer offset ``n``).
+- ``compact-v1`` (:func:`render_compact_prompt`): the same information in far fewer tokens for long
+  depths: payload indices ``0..p-1``, the known terms as index lists, and each sample as two bit
+  strings, the prefix address bits ``a_0..a_{g-1}`` and the payload, then ``y`` (the always-one
+  ``a_g`` and always-zero later bits are stated once, not repeated). Answer offset 0.
+
+:func:`render_prompt` picks one by id and returns a :class:`Prompt` with the text, the offset the
+answer's indices carry, and its chat-message and completion forms. Any change to a rendering must
+get a new id: results record the id they were measured with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from gf2env.errors import GF2ConfigError
+
 PAPER_PROMPT_ID = "paper-v1"
+COMPACT_PROMPT_ID = "compact-v1"
+
+SYSTEM_PROMPT = (
+    "You reconstruct hidden Boolean circuits over GF(2) from their known terms and labelled samples. "
+    "Reason as you like, then give exactly one final answer in the requested \\boxed{[...]} form."
+)
 
 
 def render_paper_prompt(
@@ -58,3 +76,79 @@ def render_paper_prompt(
         f"Answer with their indices in a box, for example \\boxed{{[{example}]}}.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def render_compact_prompt(
+    prefix: Sequence[Sequence[int]],
+    address: np.ndarray,
+    payload: np.ndarray,
+    labels: np.ndarray,
+    *,
+    n: int,
+    p: int,
+    d: int,
+) -> str:
+    """The compact prompt at depth ``g = len(prefix)``: payload indices 0..p-1, bit strings."""
+    g = len(prefix)
+    k = d - 1
+    lines = [
+        f"Hidden GF(2) circuit: y = XOR over terms j of a_j * (product of {k} payload bits v_i), "
+        f"payload bits v_0..v_{p - 1}.",
+    ]
+    if g:
+        lines.append(f"Known terms 0..{g - 1} (payload indices of each):")
+        lines += [f"{j}: {' '.join(str(int(i)) for i in sorted(s))}" for j, s in enumerate(prefix)]
+    else:
+        lines.append("No term is known yet.")
+    head = f"a_0..a_{g - 1} " if g else ""
+    lines += [
+        f"In every sample a_{g} = 1 and later address bits are 0. Rows: {head}v_0..v_{p - 1} y",
+    ]
+    for a_row, v_row, y in zip(address, payload, labels, strict=True):
+        a_bits = "".join(map(str, a_row[:g].astype(np.uint8).tolist()))
+        v_bits = "".join(map(str, v_row.astype(np.uint8).tolist()))
+        lines.append(f"{a_bits} {v_bits} {int(y)}" if g else f"{v_bits} {int(y)}")
+    example = ", ".join(str(i) for i in range(k))
+    lines.append(f"Find term {g}: its {k} payload indices. Answer as \\boxed{{[{example}]}}.")
+    return "\n".join(lines) + "\n"
+
+
+_RENDERERS = {PAPER_PROMPT_ID: (render_paper_prompt, True), COMPACT_PROMPT_ID: (render_compact_prompt, False)}
+PROMPT_IDS = tuple(_RENDERERS)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A rendered step: ``text``, its ``prompt_id`` and the ``answer_offset`` of its indices."""
+
+    prompt_id: str
+    text: str
+    answer_offset: int
+    system: str = SYSTEM_PROMPT
+
+    def messages(self) -> list[dict[str, str]]:
+        """The chat form: a system message and the prompt as the user's."""
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.text}]
+
+    def completion(self) -> str:
+        """The plain completion form, for base models: the prompt, then the start of a solution."""
+        return f"{self.text}\nSolution:\n"
+
+
+def render_prompt(
+    prompt_id: str,
+    prefix: Sequence[Sequence[int]],
+    address: np.ndarray,
+    payload: np.ndarray,
+    labels: np.ndarray,
+    *,
+    n: int,
+    p: int,
+    d: int,
+) -> Prompt:
+    """Render a step with the prompt ``prompt_id`` (one of :data:`PROMPT_IDS`)."""
+    if prompt_id not in _RENDERERS:
+        raise GF2ConfigError(f"prompt_id={prompt_id!r} is unknown; pass one of {PROMPT_IDS}.")
+    render, offset_by_n = _RENDERERS[prompt_id]
+    text = render(prefix, address, payload, labels, n=n, p=p, d=d)
+    return Prompt(prompt_id=prompt_id, text=text, answer_offset=n if offset_by_n else 0)
