@@ -318,6 +318,18 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "agent"
 
 
+def _stems(agents: Sequence[str]) -> dict[str, str]:
+    """Filename-safe, distinct stems for ``agents``."""
+    stems: dict[str, str] = {}
+    for agent in agents:
+        stem = base = _safe(agent)
+        suffix = 1
+        while stem in stems.values():
+            stem, suffix = f"{base}_{suffix}", suffix + 1
+        stems[agent] = stem
+    return stems
+
+
 def write_figures(
     summary: Iterable[Mapping[str, Any]], outdir: str | Path, heatmap_agent: str | None = None
 ) -> list[Path]:
@@ -328,14 +340,9 @@ def write_figures(
     when the summary holds several); ``sampling_p<p>.png`` per p with 2 or more sampling modes.
     """
     rows = _rows(summary)
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for p, sampling in sorted(_groups(rows, ("p", "sampling"))):
-        paths.append(plot_gamma_vs_depth(rows, outdir / f"gamma_vs_depth_p{p}_{sampling}.png", sampling, p))
-    slices = _heatmap_slices(rows)
     agents = _agents(rows)
-    if heatmap_agent is not None:
+    slices = _heatmap_slices(rows)
+    if heatmap_agent is not None:  # checked before anything is written
         if heatmap_agent not in agents:
             raise GF2ConfigError(
                 f"heatmap_agent={heatmap_agent!r} is not in the summary; the agents are {agents}."
@@ -344,14 +351,14 @@ def write_figures(
         if not slices:
             raise GF2ConfigError(
                 f"heatmap_agent={heatmap_agent!r} has fewer than 2 p values at every (sampling, d, K); "
-                f"a heatmap needs at least 2. Pass heatmap_agent=None to skip it."
+                f"a heatmap needs at least 2. Pass heatmap_agent=None for the heatmaps the summary supports."
             )
-    stems: dict[str, str] = {}
-    for agent in agents:  # filename-safe and distinct
-        stem = base = _safe(agent)
-        while stem in stems.values():
-            stem = f"{base}_{len(stems)}"
-        stems[agent] = stem
+    stems = _stems(agents)
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for p, sampling in sorted(_groups(rows, ("p", "sampling"))):
+        paths.append(plot_gamma_vs_depth(rows, outdir / f"gamma_vs_depth_p{p}_{sampling}.png", sampling, p))
     several_modes = len(_values(rows, "sampling")) > 1
     several_settings = len(_groups(rows, ("d", "K"))) > 1
     for agent, sampling, dd, kk in sorted(slices, key=lambda key: (agents.index(key[0]), *key[1:])):

@@ -80,12 +80,85 @@ def test_sampling_comparison_and_its_error(tmp_path):
 
 
 def test_write_figures_writes_what_the_summary_supports(tmp_path):
-    assert available_figures(summary_rows()) == ["gamma_vs_depth"]
-    rows = summary_rows(agents=("A", "D(g//2)"), ps=(8, 12), samplings=("adversarial", "diagnostic"))
-    assert available_figures(rows) == ["gamma_vs_depth", "heatmap", "sampling"]
-    paths = write_figures(rows, tmp_path / "figs")
-    names = sorted(p.name for p in paths)
-    assert "gamma_vs_depth_p8_diagnostic.png" in names and "sampling_p12.png" in names
-    assert any(n.startswith("heatmap_D") and "/" not in n for n in names)
-    assert all(is_png(p) for p in paths)
     assert available_figures([]) == []
+    assert available_figures(summary_rows()) == ["gamma_vs_depth"]
+    assert available_figures(summary_rows(ps=(8, 12))) == ["gamma_vs_depth", "heatmap"]
+    two_modes = summary_rows(samplings=("adversarial", "uniform"))
+    assert available_figures(two_modes) == ["gamma_vs_depth", "sampling"]
+    # p=12 under both sampling modes, p=8 adversarial only: 3 + 1 + 1 figures.
+    rows = summary_rows(agents=("A", "D(g//2)"), ps=(8, 12))
+    rows += summary_rows(agents=("A", "D(g//2)"), ps=(12,), samplings=("diagnostic",))
+    assert available_figures(rows) == ["gamma_vs_depth", "heatmap", "sampling"]
+    paths = write_figures(rows, tmp_path / "figs", heatmap_agent="D(g//2)")
+    assert [p.name for p in paths] == [
+        "gamma_vs_depth_p8_adversarial.png",
+        "gamma_vs_depth_p12_adversarial.png",
+        "gamma_vs_depth_p12_diagnostic.png",
+        "heatmap_D_g_2_adversarial.png",
+        "sampling_p12.png",
+    ]
+    assert all(p.parent == tmp_path / "figs" and is_png(p) for p in paths)
+
+
+def test_errors_name_the_values_present(tmp_path):
+    rows = summary_rows(ps=(8, 12), samplings=("adversarial", "diagnostic"))
+    with pytest.raises(GF2ConfigError, match=r"several p values \[8, 12\]; pass p="):
+        plot_gamma_vs_depth(rows, tmp_path / "x.png")
+    with pytest.raises(GF2ConfigError, match=r"several sampling values \['adversarial', 'diagnostic'\]"):
+        plot_gamma_vs_depth(rows, tmp_path / "x.png", p=8)
+    with pytest.raises(GF2ConfigError, match=r"p=16.*values present are \[8, 12\]"):
+        plot_gamma_vs_depth(rows, tmp_path / "x.png", p=16, sampling="diagnostic")
+    with pytest.raises(GF2ConfigError, match=r"the agents are \['A', 'B'\]"):
+        plot_heatmap(rows, tmp_path / "x.png", agent="Z", sampling="adversarial")
+    with pytest.raises(GF2ConfigError, match="several sampling values"):
+        plot_heatmap(rows, tmp_path / "x.png", agent="A")
+    with pytest.raises(GF2ConfigError, match=r"only p=\[12\].*at least 2 p values"):
+        plot_heatmap(summary_rows(), tmp_path / "x.png", agent="A")
+    with pytest.raises(GF2ConfigError, match=r"only sampling=\['adversarial'\].*at least 2 sampling modes"):
+        plot_sampling_comparison(summary_rows(), tmp_path / "x.png")
+    with pytest.raises(GF2ConfigError, match="several p values"):
+        plot_sampling_comparison(rows, tmp_path / "x.png")
+    with pytest.raises(GF2ConfigError, match="no rows"):
+        plot_gamma_vs_depth([], tmp_path / "x.png")
+    with pytest.raises(GF2ConfigError, match=r"lacks the columns \['gamma_lo', 'gamma_hi'\]"):
+        bare = {k: v for k, v in rows[0].items() if k not in ("gamma_lo", "gamma_hi")}
+        plot_gamma_vs_depth([bare], tmp_path / "x.png")
+    assert not list(tmp_path.iterdir())
+
+
+def test_zero_gamma_settings_and_single_depth_still_draw(tmp_path):
+    rows = summary_rows(ps=(8, 12), depths=(0, 2, 5))
+    for row in rows:
+        if row["agent"] == "B" and row["g"] == 5:
+            row.update(gamma_mean=0.0, gamma_lo=0.0)
+    other_d = [{**row, "d": 3, "chance": 1 / comb(row["p"], 2)} for row in rows]
+    assert is_png(plot_gamma_vs_depth(rows + other_d, tmp_path / "dk.png", p=8))  # one line per (agent, d)
+    assert is_png(plot_heatmap(rows, tmp_path / "zero.png", agent="B"))
+    with pytest.raises(GF2ConfigError, match="several d values"):
+        plot_heatmap(rows + other_d, tmp_path / "x.png", agent="B")
+    assert is_png(plot_heatmap(rows + other_d, tmp_path / "d3.png", agent="B", d=3))
+    single = summary_rows(depths=(4,))
+    assert is_png(plot_gamma_vs_depth(single, tmp_path / "single.png", title="one depth"))
+
+
+def test_write_figures_checks_heatmap_agent_first(tmp_path):
+    with pytest.raises(GF2ConfigError, match="'Z' is not in the summary"):
+        write_figures(summary_rows(ps=(8, 12)), tmp_path / "out", heatmap_agent="Z")
+    with pytest.raises(GF2ConfigError, match="fewer than 2 p values"):
+        write_figures(summary_rows(), tmp_path / "out", heatmap_agent="A")
+    assert not (tmp_path / "out").exists()
+
+
+def test_filename_stems_are_safe_and_distinct():
+    from gf2env.plots import _stems
+
+    stems = _stems(["partial(k=3)/x", "../", "a", "a_1", "a/", "a?"])
+    assert list(stems.values()) == ["partial_k_3_x", "agent", "a", "a_1", "a_2", "a_3"]
+
+
+def test_importing_plots_draws_nothing():
+    import subprocess
+    import sys
+
+    code = "import sys, gf2env.plots; assert 'matplotlib.pyplot' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
