@@ -1,6 +1,6 @@
 """gf2env: the GF(2) circuit-reconstruction benchmark as a Gymnasium environment.
 
-``import gf2env`` registers ``GF2Recon-v0``.
+``import gf2env`` registers ``GF2Recon-v0`` and ``GF2ReconText-v0`` (prompt in, text out).
 """
 
 from gymnasium.envs.registration import register, registry
@@ -29,6 +29,8 @@ if "GF2Recon-v0" not in registry:
         entry_point="gf2env.env:GF2ReconEnv",
         vector_entry_point="gf2env.vector:GF2ReconVectorEnv",
     )
+if "GF2ReconText-v0" not in registry:
+    register(id="GF2ReconText-v0", entry_point="gf2env.text_env:GF2ReconTextEnv")
 
 __all__ = [
     "Evidence",
