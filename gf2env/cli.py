@@ -191,6 +191,76 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+LLM_AGENTS = ("vllm", "openai", "transformers")
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """An LLM (served or local) or estimators on a grid or records file, with a resumable log."""
+    from pathlib import Path
+
+    if args.agent not in LLM_AGENTS:  # estimators: the same run as gf2 compare
+        args.agents, args.config, args.level = [a for a in args.agent.split(",") if a], None, None
+        return cmd_compare(args)
+    from agents.evaluate import Grid, sampling_of
+    from agents.llm import OpenAICompatibleBackend, SamplingParams, TransformersBackend
+    from agents.llm_eval import QueryLog, log_rows, plan_queries, run_eval
+    from gf2env.plots import write_figures
+    from gf2env.records import generate_record, read_records
+    from gf2env.results import format_summary, summarize, write_results_csv, write_summary_csv
+
+    if not args.model:
+        raise GF2ConfigError(
+            f"--agent {args.agent} needs --model (the served name, or a local model folder)."
+        )
+    if args.records:
+        records = read_records(args.records)
+        items = [(r, Path(args.records).name, sampling_of(r), i) for i, r in enumerate(records)]
+    else:
+        n = args.n if args.n not in (None, PER_DEPTH) else None
+        grid = Grid(
+            depths=args.depths or (0, 1, 3, 7), trials=args.trials or 10, p=args.p or (12,),
+            d=args.d or (4,), K=args.K or (32,), sampling=args.sampling or ("adversarial",),
+            seed=args.seed or 0, n=n,
+        )  # fmt: skip
+        items = [
+            (generate_record(config, g, t, grid.seed), "grid", config.sampling, t)
+            for config, g in grid.settings()
+            for t in range(grid.trials)
+        ]
+    params = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens)
+    if args.agent == "transformers":
+        backend = TransformersBackend(args.model)
+    else:
+        if not args.base_url:
+            raise GF2ConfigError(f"--agent {args.agent} needs --base-url (repeat it for several replicas).")
+        backend = OpenAICompatibleBackend(
+            args.base_url, args.model, concurrency=args.concurrency, timeout=args.timeout,
+            max_retries=args.retries,
+        )  # fmt: skip
+    planned = plan_queries(items, args.prompt, params, args.model, api=args.api, samples=args.samples)
+    out = Path(args.out or "results/eval")
+    log = QueryLog(out / "queries.jsonl")
+    stats = run_eval(backend, planned, log, params, progress=not args.quiet)
+    lines = log.lines()
+    wanted = {p.query.key for p in planned}
+    rows = log_rows([line for line in lines if line["key"] in wanted], agent=args.label)
+    errors = sum(1 for line in lines if line["key"] in wanted and line["status"] == "error")
+    print(stats.report())
+    if errors:
+        print(f"note: {errors} queries failed after retries; run the same command again to retry them")
+    if not rows:
+        raise GF2ConfigError(f"No query was answered; see the errors in {log.path}.")
+    write_results_csv(out / "results.csv", rows)
+    summary = summarize(rows)
+    write_summary_csv(out / "summary.csv", summary)
+    print(format_summary(summary))
+    print(f"wrote {log.path}, {out / 'results.csv'}, {out / 'summary.csv'}")
+    if not args.no_plots:
+        for fig in write_figures(summary, out):
+            print(f"wrote {fig}")
+    return 0
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -292,6 +362,38 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--no-plots", action="store_true")
     cmp.add_argument("--quiet", action="store_true", help="no progress bar")
     cmp.set_defaults(func=cmd_compare)
+
+    ev = sub.add_parser("eval", help="evaluate an LLM (vllm/openai server, or transformers) or estimators")
+    ev.add_argument(
+        "--agent", required=True, help="vllm | openai | transformers, or estimator names (A,B,...)"
+    )
+    ev.add_argument("--model", help="served model name, or a local model folder for transformers")
+    ev.add_argument(
+        "--base-url", action="append", help="server root, e.g. http://127.0.0.1:8000 (repeatable)"
+    )
+    ev.add_argument("--label", help="agent name in the results (default: the model)")
+    ev.add_argument("--api", choices=("chat", "completions"), default="chat")
+    ev.add_argument("--prompt", default="paper-v1", help="prompt id: paper-v1 or compact-v1")
+    ev.add_argument("--records", help="evaluate on this records file instead of a grid")
+    ev.add_argument("--depths", type=_int_list)
+    ev.add_argument("--trials", type=int)
+    ev.add_argument("--p", type=_int_list)
+    ev.add_argument("--d", type=_int_list)
+    ev.add_argument("--K", type=_int_list)
+    ev.add_argument("--sampling", type=lambda s: tuple(s.split(",")))
+    ev.add_argument("--n", type=_n_arg, help="terms an instance, or 'g+1' (default)")
+    ev.add_argument("--seed", type=int)
+    ev.add_argument("--samples", type=int, default=1, help="answers a record (each its own seed)")
+    ev.add_argument("--temperature", type=float, default=0.6)
+    ev.add_argument("--top-p", type=float, default=0.95)
+    ev.add_argument("--max-tokens", type=int, default=1024)
+    ev.add_argument("--concurrency", type=int, default=8, help="requests in flight per server")
+    ev.add_argument("--timeout", type=float, default=600.0)
+    ev.add_argument("--retries", type=int, default=4)
+    ev.add_argument("--out", help="output directory (default results/eval); its queries.jsonl resumes")
+    ev.add_argument("--no-plots", action="store_true")
+    ev.add_argument("--quiet", action="store_true")
+    ev.set_defaults(func=cmd_eval, records=None)
 
     plot = sub.add_parser("plot", help="draw the figures a summary.csv (or results.csv) supports")
     plot.add_argument("table", help="summary.csv or results.csv written by gf2 compare")

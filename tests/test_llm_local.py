@@ -52,3 +52,33 @@ def test_sampling_is_a_function_of_the_query_seed(backend):
         answers(backend, [Query("g", prompt, 1)], greedy)["g"].text
         == answers(backend, [Query("g", prompt, 2)], greedy)["g"].text
     )
+
+
+@pytest.mark.slow
+def test_gf2_eval_with_the_transformers_backend(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    model = build_tiny_model(tmp_path / "tiny")
+    cmd = [sys.executable, "-m", "gf2env", "eval", "--agent", "transformers", "--model", str(model),
+           "--depths", "0,1", "--trials", "2", "--p", "6", "--d", "3", "--K", "4", "--max-tokens", "8",
+           "--prompt", "compact-v1", "--out", str(tmp_path / "out"), "--quiet",
+           "--label", "tiny"]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(x) for x in (tmp_path / "out" / "queries.jsonl").read_text().splitlines()]
+    assert len(lines) == 4
+    assert all(x["backend"] == "transformers" and x["completion_tokens"] <= 8 for x in lines)
+    assert "tiny" in run.stdout and (tmp_path / "out" / "summary.csv").exists()
+
+
+def test_gf2_eval_runs_estimators_like_compare(tmp_path):
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "gf2env", "eval", "--agent", "A,C", "--depths", "0,1",
+           "--trials", "5", "--out", str(tmp_path), "--quiet", "--no-plots"]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "results.csv").read_text().count("\n") == 1 + 2 * 2 * 5
