@@ -37,7 +37,6 @@ Indices are in the prompt's numbering; :func:`score_answer` subtracts the prompt
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,22 +47,7 @@ from gf2env.validator import Failure, validate
 Mode = Literal["strict", "lenient"]
 
 
-class AnswerFailure(str, enum.Enum):
-    """Why a reply is not the next term: every :class:`~gf2env.validator.Failure`, plus hedging."""
-
-    NONE = "none"
-    NO_ANSWER = "no_answer"
-    MULTIPLE_CONFLICTING = "multiple_conflicting"
-    NOT_INTEGER = "not_integer"
-    WRONG_DEGREE = "wrong_degree"
-    DUPLICATE = "duplicate"
-    OUT_OF_RANGE = "out_of_range"
-    WRONG_TERM = "wrong_term"
-
-    @classmethod
-    def from_failure(cls, failure: Failure) -> AnswerFailure:
-        """The same failure as the validator's."""
-        return cls(failure.value)
+AnswerFailure = Failure  # the validator's failure classes; MULTIPLE_CONFLICTING arises only here
 
 
 FAILURE_CLASSES: tuple[str, ...] = tuple(f.value for f in AnswerFailure)
@@ -249,7 +233,7 @@ def score_answer(text: str, target: Sequence[int], p: int, n: int) -> Score:
     if any(c in item for item in ex.items for c in "[]"):  # the validator's list syntax cannot hold them
         return Score(False, AnswerFailure.NOT_INTEGER, None, ex.answer, ex.mode)
     verdict = validate("[" + ", ".join(ex.items) + "]", target, p, offset=n)
-    failure = AnswerFailure.from_failure(verdict.failure)
+    failure = verdict.failure
     return Score(verdict.correct, failure, verdict.indices, ex.answer, ex.mode)
 
 

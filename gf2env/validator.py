@@ -15,6 +15,7 @@ class Failure(str, enum.Enum):
 
     NONE = "none"
     NO_ANSWER = "no_answer"
+    MULTIPLE_CONFLICTING = "multiple_conflicting"  # model text with differing final answers (answers.py)
     NOT_INTEGER = "not_integer"
     WRONG_DEGREE = "wrong_degree"
     DUPLICATE = "duplicate"

@@ -231,8 +231,7 @@ def test_failure_classes_cover_validator() -> None:
     assert {f.value for f in Failure} <= set(FAILURE_CLASSES)
     assert set(FAILURE_CLASSES) == {f.value for f in AnswerFailure}
     assert "multiple_conflicting" in FAILURE_CLASSES
-    for failure in Failure:
-        assert AnswerFailure.from_failure(failure).value == failure.value
+    assert AnswerFailure is Failure  # one set of failure classes, the validator's
 
 
 NOISE = st.text(alphabet=st.characters(blacklist_characters="\\<", blacklist_categories=("Cs",)), max_size=60)
