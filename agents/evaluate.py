@@ -71,6 +71,10 @@ class Grid:
                             n = g + 1 if self.n is None else self.n
                             yield TaskConfig(p=p, d=d, K=K, n=n, sampling=sampling), g
 
+    def records(self, config: TaskConfig, g: int) -> list[Record]:
+        """The ``trials`` records of one setting: record ``t`` is a pure function of (seed, g, t)."""
+        return [generate_record(config, g, t, self.seed) for t in range(self.trials)]
+
     @property
     def num_records(self) -> int:
         return len(self.sampling) * len(self.p) * len(self.d) * len(self.K) * len(self.depths) * self.trials
@@ -107,7 +111,7 @@ class Evaluation:
 def grid_cells(grid: Grid) -> Iterator[Cell]:
     """The grid's records, one :class:`Cell` a setting, generated deterministically."""
     for config, g in grid.settings():
-        records = [generate_record(config, g, t, grid.seed) for t in range(grid.trials)]
+        records = grid.records(config, g)
         yield Cell(
             "grid",
             config.sampling,

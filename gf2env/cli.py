@@ -205,7 +205,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from agents.llm import OpenAICompatibleBackend, SamplingParams, TransformersBackend
     from agents.llm_eval import QueryLog, log_rows, plan_queries, run_eval
     from gf2env.plots import write_figures
-    from gf2env.records import generate_record, read_records
+    from gf2env.records import read_records
     from gf2env.results import format_summary, summarize, write_results_csv, write_summary_csv
 
     if not args.model:
@@ -223,9 +223,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             seed=args.seed or 0, n=n,
         )  # fmt: skip
         items = [
-            (generate_record(config, g, t, grid.seed), "grid", config.sampling, t)
+            (record, "grid", config.sampling, t)
             for config, g in grid.settings()
-            for t in range(grid.trials)
+            for t, record in enumerate(grid.records(config, g))
         ]
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens)
     if args.agent == "transformers":
