@@ -55,7 +55,8 @@ class Handler(BaseHTTPRequestHandler):
             first = self.server.attempts[key] == 1
             self.server.in_flight += 1
             self.server.max_in_flight = max(self.server.max_in_flight, self.server.in_flight)
-        try:
+        # in_flight is released in _send, before the client can see the answer
+        if True:
             fault = mode.endswith("-always") or first
             base = mode.removesuffix("-always")
             time.sleep(0.05)
@@ -75,11 +76,10 @@ class Handler(BaseHTTPRequestHandler):
             self._send(
                 200, json.dumps({"choices": [{**choice, "finish_reason": "stop"}], "usage": usage}).encode()
             )
-        finally:
-            with self.server.lock:
-                self.server.in_flight -= 1
 
     def _send(self, status: int, payload: bytes) -> None:
+        with self.server.lock:
+            self.server.in_flight -= 1
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
