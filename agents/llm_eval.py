@@ -8,13 +8,13 @@ point loses only the queries in flight, and a partial last line (a kill mid-writ
 the log is next opened. Resuming skips the keys already answered (``status == "ok"``), never by
 position; failed queries (``status == "error"``) are asked again.
 
-:func:`log_rows` turns a log into the tidy results rows of :mod:`gf2env.results`, so the summary,
-plots and effective-prefix fit are the estimators' own.
+:class:`agents.llm_agent.LLMAgent` asks the queries and writes the log; :func:`log_rows` turns a log
+alone into the tidy results rows of :mod:`gf2env.results` (one row a query), so the summary, plots
+and effective-prefix fit are the estimators' own.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
@@ -23,8 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from tqdm import tqdm
 
 from agents.llm import Backend, Completion, Query, SamplingParams
 from gf2env.answers import score_answer
@@ -163,7 +161,7 @@ def log_entry(
 
 @dataclass
 class RunStats:
-    """Throughput of one run (the queries it asked, not those resumed)."""
+    """Throughput of a run: the queries it asked, and how many it found answered already."""
 
     asked: int = 0
     ok: int = 0
@@ -183,31 +181,12 @@ class RunStats:
         )
 
 
-def run_eval(
-    backend: Backend, planned: Sequence[Planned], log: QueryLog, params: SamplingParams, progress: bool = True
-) -> RunStats:
-    """Ask every planned query not yet in ``log``; append each result the moment it arrives."""
-    done = log.done()
-    todo = [p for p in planned if p.query.key not in done]
-    stats = RunStats(skipped=len(planned) - len(todo))
-    by_key = {p.query.key: p for p in todo}
-    bar = tqdm(total=len(todo), unit="query", desc=backend.model or backend.name, disable=not progress)
-
-    def on_result(completion: Completion) -> None:
-        entry = log_entry(by_key[completion.key], completion, params, backend)
-        log.append(entry)
-        stats.asked += 1
-        stats.ok += entry["status"] == "ok"
-        stats.errors += entry["status"] == "error"
-        stats.prompt_tokens += completion.prompt_tokens or 0
-        stats.completion_tokens += completion.completion_tokens or 0
-        bar.update(1)
-
-    start = time.perf_counter()
-    asyncio.run(backend.run([p.query for p in todo], params, on_result))
-    stats.seconds = time.perf_counter() - start
-    bar.close()
-    return stats
+def entry_action(entry: dict[str, Any]) -> int:
+    """The candidate rank a log entry answered, or ``-1`` when its answer is not a well-formed term."""
+    indices = entry["score"]["indices"]
+    if entry["score"]["failure"] not in ("none", "wrong_term") or indices is None:
+        return -1
+    return rank_support(indices, entry["p"])
 
 
 def log_rows(lines: Sequence[dict[str, Any]], agent: str | None = None) -> list[dict[str, Any]]:
@@ -219,9 +198,7 @@ def log_rows(lines: Sequence[dict[str, Any]], agent: str | None = None) -> list[
         if line.get("status") != "ok":
             continue
         p, d = line["p"], line["d"]
-        indices = line["score"]["indices"]
-        well_formed = line["score"]["failure"] in ("none", "wrong_term")
-        action = rank_support(indices, p) if well_formed and indices is not None else -1
+        action = entry_action(line)
         rows.append(
             {
                 "agent": agent or line["model"], "source": line["source"], "sampling": line["sampling"],
@@ -237,9 +214,9 @@ __all__ = [
     "Planned",
     "QueryLog",
     "RunStats",
+    "entry_action",
     "log_entry",
     "log_rows",
     "plan_queries",
     "query_key",
-    "run_eval",
 ]

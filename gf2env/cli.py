@@ -134,7 +134,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compare_config(args: argparse.Namespace):  # -> agents.compare.CompareConfig
+def _compare_config(args: argparse.Namespace, default_grid=None):  # -> agents.compare.CompareConfig
     from pathlib import Path
 
     from agents.compare import CompareConfig, load_config
@@ -159,7 +159,7 @@ def _compare_config(args: argparse.Namespace):  # -> agents.compare.CompareConfi
     records = Path(args.records) if args.records else None
     grid = config.grid if config and not records else None
     if records is None and (grid is None or given):
-        base = grid or Grid(depths=(0, 1, 3, 7, 15, 31), trials=200)
+        base = grid or default_grid or Grid(depths=(0, 1, 3, 7, 15, 31), trials=200)
         n = given.get("n", PER_DEPTH if base.n is None else base.n)
         grid = Grid(
             depths=given.get("depths", base.depths),
@@ -191,73 +191,41 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-LLM_AGENTS = ("vllm", "openai", "transformers")
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
-    """An LLM (served or local) or estimators on a grid or records file, with a resumable log."""
-    from pathlib import Path
+    """An LLM (served or local) or estimators on a grid or records file; LLM queries are logged and resume."""
+    from agents.compare import print_report, run_compare
+    from agents.evaluate import Grid
+    from agents.llm import SamplingParams
+    from agents.llm_agent import LLM_BACKENDS, SERVED_BACKENDS, LLMSpec
 
-    if args.agent not in LLM_AGENTS:  # estimators: the same run as gf2 compare
-        args.agents, args.config, args.level = [a for a in args.agent.split(",") if a], None, None
+    args.config, args.level = None, None
+    if args.agent not in LLM_BACKENDS:  # estimators: the same run as gf2 compare
+        args.agents = [a for a in args.agent.split(",") if a]
         return cmd_compare(args)
-    from agents.evaluate import Grid, sampling_of
-    from agents.llm import OpenAICompatibleBackend, SamplingParams, TransformersBackend
-    from agents.llm_eval import QueryLog, log_rows, plan_queries, run_eval
-    from gf2env.plots import write_figures
-    from gf2env.records import read_records
-    from gf2env.results import format_summary, summarize, write_results_csv, write_summary_csv
-
     if not args.model:
         raise GF2ConfigError(
             f"--agent {args.agent} needs --model (the served name, or a local model folder)."
         )
-    if args.records:
-        records = read_records(args.records)
-        items = [(r, Path(args.records).name, sampling_of(r), i) for i, r in enumerate(records)]
-    else:
-        n = args.n if args.n not in (None, PER_DEPTH) else None
-        grid = Grid(
-            depths=args.depths or (0, 1, 3, 7), trials=args.trials or 10, p=args.p or (12,),
-            d=args.d or (4,), K=args.K or (32,), sampling=args.sampling or ("adversarial",),
-            seed=args.seed or 0, n=n,
-        )  # fmt: skip
-        items = [
-            (record, "grid", config.sampling, t)
-            for config, g in grid.settings()
-            for t, record in enumerate(grid.records(config, g))
-        ]
-    params = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens)
-    if args.agent == "transformers":
-        backend = TransformersBackend(args.model)
-    else:
-        if not args.base_url:
-            raise GF2ConfigError(f"--agent {args.agent} needs --base-url (repeat it for several replicas).")
-        backend = OpenAICompatibleBackend(
-            args.base_url, args.model, concurrency=args.concurrency, timeout=args.timeout,
-            max_retries=args.retries,
-        )  # fmt: skip
-    planned = plan_queries(items, args.prompt, params, args.model, api=args.api, samples=args.samples)
-    out = Path(args.out or "results/eval")
-    log = QueryLog(out / "queries.jsonl")
-    stats = run_eval(backend, planned, log, params, progress=not args.quiet)
-    lines = log.lines()
-    wanted = {p.query.key for p in planned}
-    rows = log_rows([line for line in lines if line["key"] in wanted], agent=args.label)
-    errors = sum(1 for line in lines if line["key"] in wanted and line["status"] == "error")
-    print(stats.report())
-    if errors:
-        print(f"note: {errors} queries failed after retries; run the same command again to retry them")
-    if not rows:
-        raise GF2ConfigError(f"No query was answered; see the errors in {log.path}.")
-    write_results_csv(out / "results.csv", rows)
-    summary = summarize(rows)
-    write_summary_csv(out / "summary.csv", summary)
-    print(format_summary(summary))
-    print(f"wrote {log.path}, {out / 'results.csv'}, {out / 'summary.csv'}")
-    if not args.no_plots:
-        for fig in write_figures(summary, out):
-            print(f"wrote {fig}")
+    if args.agent in SERVED_BACKENDS and not args.base_url:
+        raise GF2ConfigError(f"--agent {args.agent} needs --base-url (repeat it for several replicas).")
+    engine_args = {}
+    if args.agent == "vllm-offline":
+        engine_args = {"max_model_len": args.max_model_len, "dtype": args.dtype, "seed": 0}
+        if args.tensor_parallel_size:
+            engine_args["tensor_parallel_size"] = args.tensor_parallel_size
+    args.agents = [
+        LLMSpec(
+            model=args.model, backend=args.agent, base_urls=tuple(args.base_url or ()), name=args.label,
+            prompt_id=args.prompt, api=args.api, samples=args.samples,
+            sampling=SamplingParams(args.temperature, args.top_p, args.max_tokens),
+            concurrency=args.concurrency, timeout=args.timeout, retries=args.retries,
+            engine_args=tuple(sorted(engine_args.items())),
+        )
+    ]  # fmt: skip
+    if args.out is None:
+        args.out = "results/eval"
+    config = _compare_config(args, default_grid=Grid(depths=(0, 1, 3, 7), trials=10))
+    print_report(run_compare(config, progress=not args.quiet))
     return 0
 
 
@@ -363,11 +331,14 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--quiet", action="store_true", help="no progress bar")
     cmp.set_defaults(func=cmd_compare)
 
-    ev = sub.add_parser("eval", help="evaluate an LLM (vllm/openai server, or transformers) or estimators")
-    ev.add_argument(
-        "--agent", required=True, help="vllm | openai | transformers, or estimator names (A,B,...)"
+    ev = sub.add_parser(
+        "eval", help="evaluate an LLM (vllm/openai server, offline vLLM, transformers) or estimators"
     )
-    ev.add_argument("--model", help="served model name, or a local model folder for transformers")
+    ev.add_argument(
+        "--agent", required=True,
+        help="vllm | openai (OpenAI-compatible servers) | vllm-offline | transformers, or estimators: A,B",
+    )  # fmt: skip
+    ev.add_argument("--model", help="served model name, or a model folder for vllm-offline/transformers")
     ev.add_argument(
         "--base-url", action="append", help="server root, e.g. http://127.0.0.1:8000 (repeatable)"
     )
@@ -390,6 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--concurrency", type=int, default=8, help="requests in flight per server")
     ev.add_argument("--timeout", type=float, default=600.0)
     ev.add_argument("--retries", type=int, default=4)
+    ev.add_argument("--max-model-len", type=int, default=32768, help="vllm-offline: the engine's context")
+    ev.add_argument("--dtype", default="auto", help="vllm-offline: weights dtype (auto, bfloat16, float32)")
+    ev.add_argument("--tensor-parallel-size", type=int, help="vllm-offline: GPUs a model")
     ev.add_argument("--out", help="output directory (default results/eval); its queries.jsonl resumes")
     ev.add_argument("--no-plots", action="store_true")
     ev.add_argument("--quiet", action="store_true")

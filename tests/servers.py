@@ -266,13 +266,27 @@ def start_transformers_server(
     )
 
 
-def vllm_or_skip(model_dir: str | Path, **kwargs: Any) -> Server:
-    """:func:`start_vllm_server`, with a pytest skip where vLLM is not installed, unless CI requires it."""
+def _skip_or_fail(exc: VLLMUnavailableError) -> None:
     import pytest
 
+    if os.environ.get(REQUIRE_VLLM_ENV):
+        pytest.fail(f"{exc} ({REQUIRE_VLLM_ENV} is set, so this is a failure, not a skip)")
+    pytest.skip(str(exc))
+
+
+def vllm_or_skip(model_dir: str | Path, **kwargs: Any) -> Server:
+    """:func:`start_vllm_server`, with a pytest skip where vLLM is not installed, unless CI requires it."""
     try:
         return start_vllm_server(model_dir, **kwargs)
     except VLLMUnavailableError as exc:
-        if os.environ.get(REQUIRE_VLLM_ENV):
-            pytest.fail(f"{exc} ({REQUIRE_VLLM_ENV} is set, so this is a failure, not a skip)")
-        pytest.skip(str(exc))
+        _skip_or_fail(exc)
+        raise
+
+
+def vllm_or_skip_python() -> Path:
+    """:func:`vllm_python`, with the same skip-unless-required rule as :func:`vllm_or_skip`."""
+    try:
+        return vllm_python()
+    except VLLMUnavailableError as exc:
+        _skip_or_fail(exc)
+        raise

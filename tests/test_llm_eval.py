@@ -81,7 +81,7 @@ def test_sigkill_mid_run_then_resume_answers_every_query_once(server, tmp_path):
 def test_failed_queries_are_logged_then_retried(server, tmp_path):
     out = tmp_path / "run"
     bad = subprocess.run(gf2_eval(f"{server.url}/bad400", out), capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "No query was answered" in bad.stderr
+    assert bad.returncode == 2 and "No agent answered" in bad.stderr
     lines = QueryLog(out / "queries.jsonl").lines()
     assert len(lines) == 40
     assert all(line["status"] == "error" and "HTTP 400" in line["error"] for line in lines)
