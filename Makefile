@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH := torch==2.13.0
 
-.PHONY: compare demo test lint bench clean
+.PHONY: compare demo test lint bench clean bubblewrap
 
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ $(VENV)/.core: pyproject.toml
 # torch is installed on its own, first, so that nothing downloads a CUDA build in its place.
 $(VENV)/.dev: $(VENV)/.core
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e '.[dev,sb3,llm,hf]'
+	$(PIP) install -q -e '.[dev,sb3,llm,hf,train]'
 	touch $@
 
 # --- vLLM on CPU, in its own virtualenv, for the real-server tests (tests/servers.py) ---
@@ -52,11 +52,17 @@ compare: $(VENV)/.core
 demo: $(VENV)/.core
 	$(VENV)/bin/gf2 demo --episodes 20 --seed 0
 
+# Tool mode's sandbox is bubblewrap, from Debian's packages (root installs it here; anyone else is told how).
+bubblewrap:
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && \
+	  { apt-get install -y -q bubblewrap >/dev/null || { apt-get update -q && apt-get install -y -q bubblewrap; }; } ; } \
+	  || { echo "tool mode needs bubblewrap: sudo apt-get install -y bubblewrap" >&2; exit 1; }
+
 # The suite needs the real servers too: vLLM on CPU (its own venv) and transformers serve;
-# GF2_REQUIRE_VLLM=1 makes a missing vLLM venv a failure, not a skip.
-test: $(VENV)/.dev $(VENV)/.serve $(VLLM_VENV)/.ready
+# GF2_REQUIRE_VLLM=1 and GF2_REQUIRE_BWRAP=1 make a missing vLLM venv or sandbox a failure, not a skip.
+test: $(VENV)/.dev $(VENV)/.serve $(VLLM_VENV)/.ready bubblewrap
 	$(VENV)/bin/ruff check .
-	GF2_REQUIRE_VLLM=1 $(PY) -m pytest -q
+	GF2_REQUIRE_VLLM=1 GF2_REQUIRE_BWRAP=1 $(PY) -m pytest -q
 
 bench: $(VENV)/.core
 	$(PY) bench/bench_env.py

@@ -51,12 +51,20 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class Query:
-    """One request: ``key`` identifies it (see :mod:`agents.llm_eval`), ``seed`` fixes its sampling."""
+    """One request: ``key`` identifies it (see :mod:`agents.llm_eval`), ``seed`` fixes its sampling.
+
+    ``messages``, when given, is the whole conversation so far (a multi-turn query, e.g. tool mode);
+    otherwise the chat form is the prompt's system + user messages.
+    """
 
     key: str
     prompt: Prompt
     seed: int
     api: str = "chat"
+    messages: tuple[dict[str, str], ...] | None = None
+
+    def chat_messages(self) -> list[dict[str, str]]:
+        return list(self.messages) if self.messages is not None else self.prompt.messages()
 
 
 @dataclass
@@ -108,7 +116,7 @@ def request_body(query: Query, params: SamplingParams, model: str) -> dict[str, 
     if params.stop:
         body["stop"] = list(params.stop)
     if query.api == "chat":
-        body["messages"] = query.prompt.messages()
+        body["messages"] = query.chat_messages()
     else:
         body["prompt"] = query.prompt.completion()
     return body
@@ -241,13 +249,22 @@ class TransformersBackend(Backend):
         self.lm.eval()
         self.device = device
 
+    @classmethod
+    def from_loaded(cls, lm: Any, tokenizer: Any, name: str) -> TransformersBackend:
+        """A backend over a model already in memory (e.g. the policy being trained; left in its mode:
+        the caller puts it in ``eval()`` for generation and back)."""
+        backend = cls.__new__(cls)
+        backend.model, backend.tokenizer, backend.lm = name, tokenizer, lm
+        backend.device = str(next(lm.parameters()).device)
+        return backend
+
     def generate_one(self, query: Query, params: SamplingParams) -> Completion:
         import torch
 
         start = time.perf_counter()
         if query.api == "chat":
             ids = self.tokenizer.apply_chat_template(
-                query.prompt.messages(), add_generation_prompt=True, return_tensors="pt", return_dict=True
+                query.chat_messages(), add_generation_prompt=True, return_tensors="pt", return_dict=True
             )["input_ids"]
         else:
             ids = self.tokenizer(query.prompt.completion(), return_tensors="pt")["input_ids"]
@@ -330,7 +347,7 @@ class VLLMEngineBackend(Backend):
             start = time.perf_counter()
             sampling = [self.sampling(q, params) for q in group]
             if api == "chat":
-                results = self.llm.chat([q.prompt.messages() for q in group], sampling, use_tqdm=False)
+                results = self.llm.chat([q.chat_messages() for q in group], sampling, use_tqdm=False)
             else:
                 results = self.llm.generate([q.prompt.completion() for q in group], sampling, use_tqdm=False)
             latency = (time.perf_counter() - start) / len(group)

@@ -59,6 +59,11 @@ class LLMSpec:
         concurrency, timeout, retries: requests in flight per server, seconds a request may take,
             retries of a failing request (served backends).
         engine_args: keyword arguments of ``vllm.LLM`` (``vllm-offline``), e.g. ``max_model_len``.
+        tools: tool mode (:mod:`agents.tool_mode`): the model's code runs in the sandbox, its output
+            comes back, up to ``max_revisions`` revisions (chat API only).
+        max_revisions: revision turns after the first run (the paper's budget: 10).
+        isolation: the sandbox's isolation, ``"bwrap"``; ``"UNSAFE-rlimits-only"`` is the explicit
+            opt-in to run without namespaces where bubblewrap cannot run.
     """
 
     model: str
@@ -73,6 +78,9 @@ class LLMSpec:
     timeout: float = 600.0
     retries: int = 4
     engine_args: tuple[tuple[str, Any], ...] = ()
+    tools: bool = False
+    max_revisions: int = 10
+    isolation: str = "bwrap"
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -97,6 +105,19 @@ class LLMSpec:
             raise GF2ConfigError(f"concurrency={self.concurrency} is less than the minimum 1.")
         if self.retries < 0:
             raise GF2ConfigError(f"retries={self.retries} is negative; pass 0 or more.")
+        if self.tools and self.api != "chat":
+            raise GF2ConfigError("Tool mode is a conversation; it needs api='chat', not 'completions'.")
+        if self.max_revisions < 0:
+            raise GF2ConfigError(f"max_revisions={self.max_revisions} is negative; pass 0 or more.")
+
+    @property
+    def mode(self) -> dict[str, Any] | None:
+        """What, besides prompt and sampling, a query's answer depends on (hashed into its key)."""
+        if not self.tools:
+            return None
+        from agents.tool_mode import TOOL_PROMPT_ID
+
+        return {"tools": TOOL_PROMPT_ID, "max_revisions": self.max_revisions}
 
     @property
     def label(self) -> str:
@@ -143,6 +164,13 @@ class LLMSpec:
         return TransformersBackend(self.model)
 
 
+def tool_view(planned: Any) -> dict[str, Any]:
+    """What a tool run sees of a planned query's record: its public view and the prompt's index offset."""
+    from agents.sandbox import record_view
+
+    return {**record_view(planned.record), "answer_offset": planned.query.prompt.answer_offset}
+
+
 class LLMAgent:
     """A language model behind the estimators' interface (see the module docs).
 
@@ -161,6 +189,11 @@ class LLMAgent:
         self._answered: dict[str, dict[str, Any]] = {
             line["key"]: line for line in log.lines() if line.get("status") == "ok"
         }
+        self.pool = None
+        if spec.tools:  # refuse now, before any query, where the sandbox cannot run
+            from agents.sandbox import Sandbox, SandboxPool
+
+            self.pool = SandboxPool(Sandbox(isolation=spec.isolation))
 
     @property
     def name(self) -> str:
@@ -183,7 +216,9 @@ class LLMAgent:
         spec = self.spec
         pairs = zip(cell.records, cell.trials, strict=True)
         items = [(rec, cell.source, cell.sampling, int(t)) for rec, t in pairs]
-        planned = plan_queries(items, spec.prompt_id, spec.sampling, spec.model, spec.api, spec.samples)
+        planned = plan_queries(
+            items, spec.prompt_id, spec.sampling, spec.model, spec.api, spec.samples, spec.mode
+        )
         todo = [p for p in planned if p.query.key not in self._answered]
         self.stats.skipped += len(planned) - len(todo)
         if todo:
@@ -208,8 +243,8 @@ class LLMAgent:
         by_key = {p.query.key: p for p in todo}
         backend, params, stats = self.backend, self.spec.sampling, self.stats
 
-        def on_result(completion: Any) -> None:
-            entry = log_entry(by_key[completion.key], completion, params, backend)
+        def on_result(completion: Any, extra: dict[str, Any] | None = None) -> None:
+            entry = log_entry(by_key[completion.key], completion, params, backend, extra)
             self.log.append(entry)
             stats.asked += 1
             if entry["status"] == "ok":
@@ -221,7 +256,16 @@ class LLMAgent:
             stats.completion_tokens += completion.completion_tokens or 0
 
         start = time.perf_counter()
-        asyncio.run(backend.run([p.query for p in todo], params, on_result))
+        if self.pool is None:
+            asyncio.run(backend.run([p.query for p in todo], params, on_result))
+        else:
+            from agents.tool_mode import run_tool_episodes, start_episode
+
+            episodes = [start_episode(p.query, tool_view(p)) for p in todo]
+            run_tool_episodes(
+                backend, episodes, params, self.pool.map, self.spec.max_revisions,
+                lambda e: on_result(e.completion(), e.summary()),
+            )  # fmt: skip
         stats.seconds += time.perf_counter() - start
 
     def report(self) -> list[str]:

@@ -45,17 +45,22 @@ class Planned:
 
 
 def query_key(
-    record: Record, prompt_id: str, params: SamplingParams, model: str, api: str, sample: int
+    record: Record,
+    prompt_id: str,
+    params: SamplingParams,
+    model: str,
+    api: str,
+    sample: int,
+    mode: dict[str, Any] | None = None,
 ) -> str:
-    """The content hash that identifies a query across runs."""
+    """The content hash that identifies a query across runs (``mode``: e.g. tool-mode settings)."""
     obj = record.to_json()
     obj.pop("exp", None)
-    blob = json.dumps(
-        {"record": obj, "prompt_id": prompt_id, "params": params.to_dict(), "model": model, "api": api,
-         "sample": sample},
-        sort_keys=True,
-        separators=(",", ":"),
-    )  # fmt: skip
+    content = {"record": obj, "prompt_id": prompt_id, "params": params.to_dict(), "model": model, "api": api,
+               "sample": sample}  # fmt: skip
+    if mode is not None:
+        content["mode"] = mode
+    blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -66,6 +71,7 @@ def plan_queries(
     model: str,
     api: str = "chat",
     samples: int = 1,
+    mode: dict[str, Any] | None = None,
 ) -> list[Planned]:
     """Queries for ``(record, source, sampling, trial)`` tuples, ``samples`` a record."""
     out = []
@@ -75,7 +81,7 @@ def plan_queries(
             n=record.n, p=record.p, d=record.d,
         )  # fmt: skip
         for s in range(samples):
-            key = query_key(record, prompt_id, params, model, api, s)
+            key = query_key(record, prompt_id, params, model, api, s, mode)
             seed = int(key[:8], 16) & 0x7FFFFFFF
             out.append(Planned(Query(key, prompt, seed, api), record, s, source, sampling, trial))
     return out
@@ -129,9 +135,13 @@ class QueryLog:
 
 
 def log_entry(
-    planned: Planned, completion: Completion, params: SamplingParams, backend: Backend
+    planned: Planned,
+    completion: Completion,
+    params: SamplingParams,
+    backend: Backend,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON line of one answered (or failed) query."""
+    """The JSON line of one answered (or failed) query (``extra``: e.g. a tool episode's turns)."""
     rec = planned.record
     score = score_answer(completion.text, rec.target, rec.p, planned.query.prompt.answer_offset)
     return {
@@ -155,6 +165,7 @@ def log_entry(
         "finish_reason": completion.finish_reason,
         "latency_s": round(completion.latency_s, 4), "attempts": completion.attempts,
         "error": completion.error, "errors": completion.errors,
+        **(extra or {}),
         "time": time.time(),
     }  # fmt: skip
 

@@ -220,6 +220,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             sampling=SamplingParams(args.temperature, args.top_p, args.max_tokens),
             concurrency=args.concurrency, timeout=args.timeout, retries=args.retries,
             engine_args=tuple(sorted(engine_args.items())),
+            tools=args.tools, max_revisions=args.max_revisions, isolation=args.sandbox,
         )
     ]  # fmt: skip
     if args.out is None:
@@ -227,6 +228,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
     config = _compare_config(args, default_grid=Grid(depths=(0, 1, 3, 7), trials=10))
     print_report(run_compare(config, progress=not args.quiet))
     return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """``gf2 train grpo|sft ARGS``: the training scripts' own ``main``."""
+    import importlib
+
+    try:
+        script = importlib.import_module(f"train.{args.loop}")
+    except ImportError as err:
+        raise GF2ConfigError(
+            f"gf2 train needs the training extra ({err}); pip install torch==2.13.0, then -e '.[train]'."
+        ) from None
+    return int(script.main(args.rest))
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -361,6 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--concurrency", type=int, default=8, help="requests in flight per server")
     ev.add_argument("--timeout", type=float, default=600.0)
     ev.add_argument("--retries", type=int, default=4)
+    ev.add_argument("--tools", action="store_true", help="tool mode: the model's Python runs in the sandbox")
+    ev.add_argument("--max-revisions", type=int, default=10, help="tool mode: revisions after the first run")
+    ev.add_argument(
+        "--sandbox", choices=("bwrap", "UNSAFE-rlimits-only"), default="bwrap",
+        help="tool mode isolation; UNSAFE-rlimits-only runs model code without namespaces (opt-in)",
+    )  # fmt: skip
     ev.add_argument("--max-model-len", type=int, default=32768, help="vllm-offline: the engine's context")
     ev.add_argument("--dtype", default="auto", help="vllm-offline: weights dtype (auto, bfloat16, float32)")
     ev.add_argument("--tensor-parallel-size", type=int, help="vllm-offline: GPUs a model")
@@ -386,6 +406,11 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--out", help="fit table CSV (default: fit.csv next to the results)")
     fit.add_argument("--quiet", action="store_true")
     fit.set_defaults(func=cmd_fit)
+
+    train = sub.add_parser("train", help="fine-tune a local model with TRL (grpo, sft), logging γ_g by depth")
+    train.add_argument("loop", choices=("grpo", "sft"), help="train/grpo.py or train/sft.py")
+    train.add_argument("rest", nargs=argparse.REMAINDER, help="that script's arguments (--config ...)")
+    train.set_defaults(func=cmd_train)
 
     demo = sub.add_parser("demo", help="seeded report: reward per depth against the baseline")
     demo.add_argument("--episodes", type=int, default=20)

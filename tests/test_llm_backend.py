@@ -2,13 +2,17 @@
 
 The server speaks the chat and completions APIs; the first path segment picks its behaviour
 (``ok``, ``fail500``, ``slow``, ``garbage``, ``bad400``), and faults hit only a query's first
-attempt unless the mode ends in ``-always``.
+attempt unless the mode ends in ``-always``. ``solver`` plays a model in tool mode: its first reply
+is ``agents.tool_solvers.DILIGENT_SOLVER`` in a fenced block, and once it has seen the code's
+output it replies with the last boxed answer of that output (after an error, it sends the solver).
+``solver-buggy`` starts with code that fails.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import threading
 import time
@@ -18,9 +22,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from agents.llm import Completion, OpenAICompatibleBackend, Query, SamplingParams, request_body
+from agents.tool_solvers import DILIGENT_SOLVER
 from gf2env.prompt import Prompt
 
 pytest.importorskip("httpx")
+
+SOLVER = DILIGENT_SOLVER
+
+
+def solver_reply(messages: list[dict], buggy: bool) -> str:
+    """The scripted tool-mode model: code first, then the answer its code printed."""
+    solver = f"<think>I will decode it with code.</think>\n```python\n{SOLVER}```"
+    if len(messages) <= 2:
+        return "Let me try.\n```python\nprint(undefined_name)\n```" if buggy else solver
+    boxes = re.findall(r"\\boxed\{\[[0-9, ]+\]\}", messages[-1]["content"])  # what the code printed
+    return f"The code found it: {boxes[-1]}" if boxes else solver
 
 
 class FaultServer(ThreadingHTTPServer):
@@ -69,6 +85,8 @@ class Handler(BaseHTTPRequestHandler):
             if base == "bad400":
                 return self._send(400, b'{"error": "bad request"}')
             text = f"answer \\boxed{{[{body['seed'] % 7}, 8, 9]}}"
+            if base in ("solver", "solver-buggy"):
+                text = solver_reply(body["messages"], buggy=base == "solver-buggy")
             choice = (
                 {"message": {"role": "assistant", "content": text}} if "messages" in body else {"text": text}
             )

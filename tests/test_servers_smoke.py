@@ -83,6 +83,17 @@ def test_vllm_server_answers_chat_and_completions_then_stops(tmp_path):
         assert len({x["key"] for x in lines}) == 8 and all(x["score"]["failure"] for x in lines)
         again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         assert again.returncode == 0 and "0 queries asked" in again.stdout
+
+        # Tool mode against the same server (sandboxed; the untrained model writes no code, so every
+        # episode ends after one turn as no_tool: the plumbing, not the skill, is what this checks).
+        tools = [*cmd[: cmd.index("--out")], "--tools", "--max-revisions", "2",
+                 "--out", str(tmp_path / "tools"), "--quiet", "--no-plots"]  # fmt: skip
+        run = subprocess.run(tools, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        lines = [json.loads(x) for x in (tmp_path / "tools" / "queries.jsonl").read_text().splitlines()]
+        assert len(lines) == 8 and all(x["status"] == "ok" for x in lines)
+        assert all(x["tool_prompt_id"] == "tools-v1" for x in lines)
+        assert all(x["tool_use"] == "no_tool" and len(x["turns"]) == 1 for x in lines)
         pid = server.pid
     assert not group_alive(pid)
 
