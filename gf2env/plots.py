@@ -192,6 +192,33 @@ def plot_gamma_vs_depth(
     return _save(fig, path)
 
 
+def plot_gamma_vs_step(rows: Iterable[Mapping[str, Any]], path: str | Path, title: str | None = None) -> Path:
+    """γ_g against training step, a line and Jeffreys band per depth (rows: summary rows + ``step``)."""
+    rows = _rows(rows)
+    if any("step" not in row for row in rows):
+        raise GF2ConfigError("plot_gamma_vs_step needs a 'step' column (the rows of a gamma.csv).")
+    fig = _new_figure(6.4, 4.4)
+    ax = fig.add_subplot()
+    depths = _values(rows, "g")
+    for g in depths:
+        series = sorted((r for r in rows if r["g"] == g), key=lambda r: r["step"])
+        colour, marker = _style(str(g), [str(x) for x in depths])
+        steps = [int(r["step"]) for r in series]
+        lo, hi = ([float(r[k]) for r in series] for k in ("gamma_lo", "gamma_hi"))
+        ax.fill_between(steps, lo, hi, color=colour, alpha=0.18, linewidth=0)
+        ax.plot(steps, [float(r["gamma_mean"]) for r in series], color=colour, marker=marker, markersize=4,
+                label=f"g={g}")  # fmt: skip
+    for chance in sorted({float(r["chance"]) for r in rows}):
+        ax.axhline(chance, color="grey", linestyle="--", linewidth=1, label=_CHANCE_LABEL)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("γ_g")
+    ax.set_ylim(0.0, 1.0)
+    ax.grid(True, alpha=0.3)
+    ax.set_title(title if title is not None else f"γ_g during training ({_setting(rows)}, p={rows[0]['p']})")
+    ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
 def plot_heatmap(
     summary: Iterable[Mapping[str, Any]],
     path: str | Path,

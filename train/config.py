@@ -1,0 +1,148 @@
+"""The YAML of a training run (``configs/train-*.yaml``), read into dataclasses with checked keys.
+
+Sections: ``model`` (a local model folder, dtype, optional ``lora``), ``task`` (p, d, K, sampling,
+prompt id), ``curriculum`` (:func:`train.curriculum.make_curriculum`), ``rewards`` (weights of the
+exact-term and format rewards), ``gamma`` (:class:`train.gamma.GammaEvalSpec`), ``trainer`` (passed
+to TRL's ``GRPOConfig`` / ``SFTConfig`` as keyword arguments, so every TRL option is available
+there), and ``sft`` (the teacher data of a warm start: depths, records, tool variant). Top level:
+``seed``, ``output_dir``, ``tools`` (GRPO with the Python tool environment).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gf2env.errors import GF2ConfigError
+from train.curriculum import Curriculum, make_curriculum
+from train.data import TaskSpec
+from train.gamma import GammaEvalSpec
+
+_SECTIONS = {"model", "task", "curriculum", "rewards", "gamma", "trainer", "sft", "seed", "output_dir",
+             "tools", "description"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A local Hugging Face model folder; ``lora`` is a ``peft.LoraConfig`` mapping (None: full fine-tune)."""
+
+    path: str
+    dtype: str = "float32"
+    lora: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.path:
+            raise GF2ConfigError("model.path is empty; give a local model folder (e.g. from agents.tiny_lm).")
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise GF2ConfigError(f"model.dtype={self.dtype!r} is not float32, bfloat16 or float16.")
+
+
+@dataclass(frozen=True)
+class RewardWeights:
+    """Weights of :func:`train.rewards.correct_term_reward` and :func:`train.rewards.format_reward`."""
+
+    correct: float = 1.0
+    format: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.correct < 0 or self.format < 0:
+            raise GF2ConfigError(
+                f"rewards weights must be >= 0; got correct={self.correct}, format={self.format}."
+            )
+
+
+@dataclass(frozen=True)
+class SFTData:
+    """Teacher completions for the warm start: ``records`` a depth at ``depths``, ``tools`` for the
+    tool variant (the completion is a correct Python solver)."""
+
+    depths: tuple[int, ...] = (0, 1)
+    records: int = 200
+    tools: bool = False
+
+    def __post_init__(self) -> None:
+        if self.records < 1:
+            raise GF2ConfigError(f"sft.records={self.records} is less than the minimum 1.")
+        if not self.depths or min(self.depths) < 0:
+            raise GF2ConfigError(f"sft.depths={list(self.depths)} must be a non-empty list of depths >= 0.")
+
+
+@dataclass
+class TrainConfig:
+    """One training run."""
+
+    model: ModelSpec
+    task: TaskSpec = field(default_factory=TaskSpec)
+    curriculum: Curriculum = field(default_factory=lambda: make_curriculum({"stages": [[0, [0]]]}))
+    rewards: RewardWeights = field(default_factory=RewardWeights)
+    gamma: GammaEvalSpec = field(default_factory=GammaEvalSpec)
+    trainer: dict[str, Any] = field(default_factory=dict)
+    sft: SFTData = field(default_factory=SFTData)
+    seed: int = 0
+    output_dir: Path = Path("results/train")
+    tools: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.seed == self.gamma.eval_seed:
+            raise GF2ConfigError(
+                f"seed={self.seed} equals gamma.eval_seed: the held-out records would be the training ones; "
+                "give them different seeds."
+            )
+
+
+def _section(obj: dict[str, Any], name: str, cls: type, path: Path, **convert: Any) -> Any:
+    raw = obj.get(name) or {}
+    if not isinstance(raw, dict):
+        raise GF2ConfigError(f"{path}: {name} must be a mapping; got {raw!r}.")
+    allowed = {f.name for f in fields(cls)}
+    unknown = set(raw) - allowed
+    if unknown:
+        raise GF2ConfigError(
+            f"{path}: {name} has unknown keys {sorted(unknown)}; the keys are {sorted(allowed)}."
+        )
+    values = {k: convert[k](v) if k in convert else v for k, v in raw.items()}
+    return cls(**values)
+
+
+def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
+    """Read a run from YAML; unknown keys are errors. ``overrides`` replace top-level values."""
+    path = Path(path)
+    if not path.exists():
+        raise GF2ConfigError(f"Config file {path} does not exist; see configs/train-*.yaml.")
+    obj = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(obj, dict):
+        raise GF2ConfigError(f"{path} does not hold a mapping of sections (model, task, trainer, ...).")
+    unknown = set(obj) - _SECTIONS
+    if unknown:
+        raise GF2ConfigError(f"{path} has unknown sections {sorted(unknown)}; they are {sorted(_SECTIONS)}.")
+    if "model" not in obj or not isinstance(obj["model"], dict):
+        raise GF2ConfigError(f"{path} lacks model: {{path: <a local model folder>}}.")
+    trainer = obj.get("trainer") or {}
+    if not isinstance(trainer, dict):
+        raise GF2ConfigError(f"{path}: trainer must be a mapping of GRPOConfig/SFTConfig options.")
+    as_tuple = lambda v: tuple(int(x) for x in v)  # noqa: E731
+    values: dict[str, Any] = {
+        "model": _section(obj, "model", ModelSpec, path),
+        "task": _section(obj, "task", TaskSpec, path),
+        "curriculum": make_curriculum(obj.get("curriculum") or {"kind": "fixed", "stages": [[0, [0]]]}),
+        "rewards": _section(obj, "rewards", RewardWeights, path),
+        "gamma": _section(obj, "gamma", GammaEvalSpec, path, depths=as_tuple),
+        "trainer": dict(trainer),
+        "sft": _section(obj, "sft", SFTData, path, depths=as_tuple),
+        "seed": int(obj.get("seed", 0)),
+        "output_dir": Path(obj.get("output_dir", "results/train")),
+        "tools": bool(obj.get("tools", False)),
+        "description": str(obj.get("description", "")),
+    }
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    if "model_path" in values:
+        values["model"] = ModelSpec(values.pop("model_path"), values["model"].dtype, values["model"].lora)
+    values["output_dir"] = Path(values["output_dir"])
+    return TrainConfig(**values)
+
+
+__all__ = ["ModelSpec", "RewardWeights", "SFTData", "TrainConfig", "load_train_config"]

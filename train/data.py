@@ -1,0 +1,91 @@
+"""Training prompts drawn from the environment: a stream that follows a depth curriculum.
+
+Prompt ``i`` of a run is a pure function of ``(seed, i)``: its depth is drawn from the curriculum's
+active depths with a generator keyed by ``(seed, i)``, and its record is
+``generate_record(config, g, i, seed)`` (the same records ``gf2 generate`` would write). Each row
+holds what TRL needs (``prompt``: chat messages) and what the rewards read (``target``, ``p``,
+``answer_offset``) plus ``g`` and the record's JSON (``record``: the tool environment's input).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gf2env.errors import GF2ConfigError
+from gf2env.oracle import SAMPLING_MODES, TaskConfig
+from gf2env.prompt import PROMPT_IDS, render_prompt
+from gf2env.records import Record, generate_record
+from train.curriculum import Curriculum
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """The task the prompts come from (``n = g + 1`` at each depth: only ``g + 1`` terms matter)."""
+
+    p: int = 6
+    d: int = 3
+    K: int = 16
+    sampling: str = "adversarial"
+    prompt_id: str = "compact-v1"
+
+    def __post_init__(self) -> None:
+        if self.sampling not in SAMPLING_MODES:
+            raise GF2ConfigError(f"sampling={self.sampling!r} is not one of {SAMPLING_MODES}.")
+        if self.prompt_id not in PROMPT_IDS:
+            raise GF2ConfigError(f"prompt_id={self.prompt_id!r} is unknown; pass one of {PROMPT_IDS}.")
+        TaskConfig(p=self.p, d=self.d, K=self.K, n=1, sampling=self.sampling)  # its checks and messages
+
+    def config(self, g: int) -> TaskConfig:
+        return TaskConfig(p=self.p, d=self.d, K=self.K, n=g + 1, sampling=self.sampling)
+
+    def record(self, g: int, index: int, seed: int) -> Record:
+        return generate_record(self.config(g), g, index, seed)
+
+
+def prompt_row(record: Record, prompt_id: str, tools: bool = False) -> dict[str, Any]:
+    """One dataset row for a record: chat prompt, reward columns, depth and the record's JSON.
+
+    With ``tools`` the user message is left empty: the tool environment's ``reset`` appends the step
+    (and the tool instructions) to it."""
+    prompt = render_prompt(
+        prompt_id, record.prefix, record.address, record.payload, record.labels,
+        n=record.n, p=record.p, d=record.d,
+    )  # fmt: skip
+    messages = prompt.messages()
+    if tools:
+        messages[-1] = {"role": "user", "content": ""}
+    return {
+        "prompt": messages,
+        "target": list(record.target),
+        "p": record.p,
+        "answer_offset": prompt.answer_offset,
+        "g": record.g,
+        "record": json.dumps(record.to_json()),
+    }
+
+
+def prompt_stream(
+    task: TaskSpec, curriculum: Curriculum, seed: int, start: int = 0, tools: bool = False
+) -> Iterator[dict[str, Any]]:
+    """Rows ``start, start + 1, ...`` forever, each at a depth the curriculum allows when it is made."""
+    index = start
+    while True:
+        depths = curriculum.depths()
+        g = int(depths[np.random.default_rng([seed, index]).integers(len(depths))])
+        yield prompt_row(task.record(g, index, seed), task.prompt_id, tools)
+        index += 1
+
+
+def curriculum_dataset(task: TaskSpec, curriculum: Curriculum, seed: int, tools: bool = False) -> Any:
+    """The stream as a ``datasets.IterableDataset`` (for TRL; read in-process, so curriculum moves apply)."""
+    from datasets import IterableDataset
+
+    return IterableDataset.from_generator(lambda: prompt_stream(task, curriculum, seed, tools=tools))
+
+
+__all__ = ["TaskSpec", "curriculum_dataset", "prompt_row", "prompt_stream"]

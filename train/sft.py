@@ -1,0 +1,115 @@
+"""Supervised warm start on teacher completions from estimator A, γ_g measured as it trains.
+
+    python -m train.sft --config configs/train-sft-smoke.yaml [--model-path DIR] [--output-dir DIR]
+    gf2 train sft --config ...            (the same)
+
+The teacher is estimator A (prefix and data): for each training record it undoes the known terms on
+every sample, keeps the candidates that explain every residual label, and answers the argmax (a
+uniformly chosen one among ties). Its completion is a short trace and the boxed answer; with
+``sft.tools`` it is instead a fenced Python solver (:data:`agents.tool_solvers.DILIGENT_SOLVER`),
+what a tool-mode reply should look like. Records are prompt ``i`` of the run's seed, as in GRPO;
+the γ_g evaluation uses the held-out ``gamma.eval_seed``. The rest is TRL's ``SFTTrainer`` on
+prompt–completion pairs (loss on the completion only), the config's ``trainer`` mapping being
+``SFTConfig`` options.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from agents.estimators import Diligent
+from agents.tool_solvers import DILIGENT_SOLVER
+from gf2env.combinatorics import unrank_support
+from gf2env.errors import GF2ConfigError
+from gf2env.posterior import StepBatch
+from gf2env.records import Record
+from train.config import TrainConfig, load_train_config
+from train.data import TaskSpec, prompt_row
+from train.gamma import GammaCallback
+from train.grpo import cpu_defaults, load_policy
+
+
+def residual_positives(record: Record) -> int:
+    """Samples whose label is 1 once the known terms are XORed out (they all contain the next term)."""
+    mask = np.zeros(record.K, dtype=np.uint8)
+    for j, term in enumerate(record.prefix):
+        mask ^= record.address[:, j] & record.payload[:, list(term)].all(axis=1).astype(np.uint8)
+    return int((record.labels ^ mask).sum())
+
+
+def teacher_completion(record: Record, answer: Sequence[int], offset: int, tools: bool) -> str:
+    """The teacher's reply for ``record`` whose answer (payload indices) is ``answer``."""
+    boxed = "\\boxed{[" + ", ".join(str(i + offset) for i in answer) + "]}"
+    if tools:
+        return f"```python\n{DILIGENT_SOLVER}```"
+    positives = residual_positives(record)
+    return (
+        f"<think>Undo the {record.g} known terms on each sample; {positives} of the {record.K} samples "
+        f"stay positive, and only the next term explains all of them.</think>\n{boxed}"
+    )
+
+
+def teacher_rows(
+    task: TaskSpec, depths: Sequence[int], records: int, seed: int, tools: bool
+) -> list[dict[str, Any]]:
+    """``records`` prompt–completion rows a depth, answered by estimator A."""
+    rows = []
+    rng = np.random.default_rng([seed, 7])
+    for g in depths:
+        batch_records = [task.record(g, i, seed) for i in range(records)]
+        estimate = Diligent().evaluate(StepBatch.from_records(batch_records), rng)
+        for rec, action in zip(batch_records, estimate.action, strict=True):
+            row = prompt_row(rec, task.prompt_id)
+            answer = unrank_support(int(action), rec.p, rec.d - 1)
+            text = teacher_completion(rec, answer, row["answer_offset"], tools)
+            rows.append({"prompt": row["prompt"], "completion": [{"role": "assistant", "content": text}],
+                         "g": g, "teacher_correct": sorted(answer) == sorted(rec.target)})  # fmt: skip
+    return rows
+
+
+def build_trainer(config: TrainConfig) -> Any:
+    """The SFTTrainer of a run."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    out = config.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    model, tokenizer, peft_config = load_policy(config)
+    rows = teacher_rows(config.task, config.sft.depths, config.sft.records, config.seed, config.sft.tools)
+    dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
+    settings = {"output_dir": str(out), "seed": config.seed, "report_to": "none", "logging_steps": 1,
+                **cpu_defaults(), **config.trainer}  # fmt: skip
+    try:
+        args = SFTConfig(**settings)
+    except TypeError as err:
+        raise GF2ConfigError(f"trainer: {err}; the keys are those of TRL SFTConfig.") from None
+    gamma = GammaCallback(config.gamma, config.task, out, tokenizer)
+    return SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                      peft_config=peft_config, callbacks=[gamma])  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gf2 train sft", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="a YAML run, e.g. configs/train-sft-smoke.yaml")
+    parser.add_argument("--model-path", help="override model.path")
+    parser.add_argument("--output-dir", help="override output_dir")
+    parser.add_argument("--max-steps", type=int, help="override trainer.max_steps")
+    args = parser.parse_args(argv)
+    config = load_train_config(args.config, model_path=args.model_path, output_dir=args.output_dir)
+    if args.max_steps is not None:
+        config.trainer["max_steps"] = args.max_steps
+    trainer = build_trainer(config)
+    trainer.train()
+    trainer.save_model(str(config.output_dir / "final"))
+    config.output_dir.joinpath("final").mkdir(exist_ok=True)
+    trainer.processing_class.save_pretrained(str(config.output_dir / "final"))
+    print(f"wrote {config.output_dir / 'final'} and {config.output_dir / 'gamma.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
