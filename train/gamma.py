@@ -82,6 +82,75 @@ def read_gamma_csv(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
+class GammaLog:
+    """Where γ_g evaluations of a run go: ``gamma.csv``, TensorBoard / trackio / W&B, the end plots.
+
+    Shared by the TRL callback below and the SB3 one (:mod:`train.sb3`). ``done_steps`` holds the steps
+    already in the CSV (a resumed run does not evaluate them again).
+    """
+
+    def __init__(self, out_dir: str | Path) -> None:
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.csv_path = self.out_dir / "gamma.csv"
+        self.done_steps = {int(r["step"]) for r in read_gamma_csv(self.csv_path)}
+        self._writer: Any = None
+
+    def record(self, step: int, summary: Sequence[dict[str, Any]], head: dict[str, Any],
+               extra_scalars: dict[str, float] | None = None) -> dict[int, float]:  # fmt: skip
+        """Append one evaluation (summary rows of :func:`summarize`); returns γ by depth."""
+        rows = [{"step": step, **head, **row, "time": time.time()} for row in summary]
+        new = not self.csv_path.exists()
+        with open(self.csv_path, "a", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=GAMMA_COLUMNS, extrasaction="ignore")
+            if new:
+                writer.writeheader()
+            writer.writerows(rows)
+        self.done_steps.add(step)
+        gamma = {int(r["g"]): float(r["gamma_mean"]) for r in rows}
+        self._log_scalars(step, {**{f"gamma/g{g}": v for g, v in gamma.items()}, **(extra_scalars or {})})
+        return gamma
+
+    def _log_scalars(self, step: int, scalars: dict[str, float]) -> None:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            SummaryWriter = None  # noqa: N806
+        if SummaryWriter is not None:
+            if self._writer is None:
+                self._writer = SummaryWriter(str(self.out_dir / "tensorboard" / "gamma"))
+            for key, value in scalars.items():
+                self._writer.add_scalar(key, value, step)
+            self._writer.flush()
+        for module in ("trackio", "wandb"):
+            try:
+                tracker = __import__(module)
+            except ImportError:
+                continue
+            if getattr(tracker, "run", None) is not None:
+                tracker.log({**scalars, "train/global_step": step})
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def plot(self) -> list[Path]:
+        """γ_g against step (a line a depth) and γ_g against depth at the first and last evaluation."""
+        from gf2env.plots import plot_gamma_vs_depth, plot_gamma_vs_step
+
+        rows = read_gamma_csv(self.csv_path)
+        if not rows:
+            return []
+        paths = [plot_gamma_vs_step(rows, self.out_dir / "gamma_vs_step.png")]
+        steps = sorted({r["step"] for r in rows})
+        ends = [r for r in rows if r["step"] in (steps[0], steps[-1])]
+        if len({r["g"] for r in ends}) > 1:
+            paths.append(plot_gamma_vs_depth(ends, self.out_dir / "gamma_vs_depth.png",
+                                             title="γ_g by depth, first and last evaluation"))  # fmt: skip
+        return paths
+
+
 class GammaCallback(TrainerCallback):
     """Evaluate γ_g every ``spec.every`` steps (and at the start and the end); see the module docs.
 
@@ -102,12 +171,8 @@ class GammaCallback(TrainerCallback):
     ) -> None:
         self.spec, self.task, self.tokenizer = spec, task, tokenizer
         self.curriculum, self.name = curriculum, name
-        self.out_dir = Path(out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.csv_path = self.out_dir / "gamma.csv"
-        self.log = QueryLog(self.out_dir / "gamma_queries.jsonl")
-        self.done_steps = {int(r["step"]) for r in read_gamma_csv(self.csv_path)}
-        self._writer: Any = None
+        self.gamma_log = GammaLog(out_dir)
+        self.log = QueryLog(self.gamma_log.out_dir / "gamma_queries.jsonl")
 
     # -------------------------------------------------------------- TrainerCallback hooks
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **_: Any) -> None:
@@ -119,15 +184,14 @@ class GammaCallback(TrainerCallback):
 
     def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **_: Any) -> None:
         self.evaluate(model, state.global_step)
-        self.plot()
-        if self._writer is not None:
-            self._writer.close()
+        self.gamma_log.plot()
+        self.gamma_log.close()
 
     # -------------------------------------------------------------- the evaluation
-    def evaluate(self, model: Any, step: int) -> list[dict[str, Any]]:
+    def evaluate(self, model: Any, step: int) -> dict[int, float]:
         """γ_g of ``model`` at every depth; appended to the CSV (a step already there is skipped)."""
-        if model is None or step in self.done_steps:
-            return []
+        if model is None or step in self.gamma_log.done_steps:
+            return {}
         spec = self.spec
         params = SamplingParams(spec.temperature, spec.top_p, spec.max_tokens)
         llm = LLMSpec(model=f"{self.name}@step{step}", backend="transformers", name=f"step {step}",
@@ -141,62 +205,14 @@ class GammaCallback(TrainerCallback):
         finally:
             model.train(was_training)
         summary = summarize(evaluation.rows, level=spec.level)
-        active = "" if self.curriculum is None else " ".join(str(g) for g in self.curriculum.depths())
-        head = {"step": step, "active_depths": active, "eval_seed": spec.eval_seed,
+        depths = () if self.curriculum is None else self.curriculum.depths()
+        head = {"active_depths": " ".join(map(str, depths)), "eval_seed": spec.eval_seed,
                 "prompt_id": self.task.prompt_id}  # fmt: skip
-        rows = [{**head, **row, "time": time.time()} for row in summary]
-        self._append(rows)
-        self.done_steps.add(step)
-        gamma = {int(r["g"]): float(r["gamma_mean"]) for r in rows}
-        self._log_scalars(step, gamma)
+        extra = {"curriculum/max_depth": float(max(depths))} if depths else {}
+        gamma = self.gamma_log.record(step, summary, head, extra)
         if self.curriculum is not None:
             self.curriculum.observe(step, gamma)
-        return rows
-
-    def _append(self, rows: Sequence[dict[str, Any]]) -> None:
-        new = not self.csv_path.exists()
-        with open(self.csv_path, "a", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=GAMMA_COLUMNS, extrasaction="ignore")
-            if new:
-                writer.writeheader()
-            writer.writerows(rows)
-
-    def _log_scalars(self, step: int, gamma: dict[int, float]) -> None:
-        scalars = {f"gamma/g{g}": v for g, v in gamma.items()}
-        if self.curriculum is not None:
-            scalars["curriculum/max_depth"] = float(max(self.curriculum.depths()))
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            SummaryWriter = None  # noqa: N806
-        if SummaryWriter is not None:
-            if self._writer is None:
-                self._writer = SummaryWriter(str(self.out_dir / "tensorboard"))
-            for key, value in scalars.items():
-                self._writer.add_scalar(key, value, step)
-            self._writer.flush()
-        for module in ("trackio", "wandb"):
-            try:
-                tracker = __import__(module)
-            except ImportError:
-                continue
-            if getattr(tracker, "run", None) is not None:
-                tracker.log({**scalars, "train/global_step": step})
-
-    def plot(self) -> list[Path]:
-        """γ_g against step (a line a depth) and γ_g against depth at the first and last evaluation."""
-        from gf2env.plots import plot_gamma_vs_depth, plot_gamma_vs_step
-
-        rows = read_gamma_csv(self.csv_path)
-        if not rows:
-            return []
-        paths = [plot_gamma_vs_step(rows, self.out_dir / "gamma_vs_step.png")]
-        steps = sorted({r["step"] for r in rows})
-        ends = [r for r in rows if r["step"] in (steps[0], steps[-1])]
-        if len({r["g"] for r in ends}) > 1:
-            paths.append(plot_gamma_vs_depth(ends, self.out_dir / "gamma_vs_depth.png",
-                                             title="γ_g by depth, first and last evaluation"))  # fmt: skip
-        return paths
+        return gamma
 
 
-__all__ = ["GAMMA_COLUMNS", "GammaCallback", "GammaEvalSpec", "read_gamma_csv"]
+__all__ = ["GAMMA_COLUMNS", "GammaCallback", "GammaEvalSpec", "GammaLog", "read_gamma_csv"]
