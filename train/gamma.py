@@ -49,12 +49,15 @@ class GammaEvalSpec:
     max_tokens: int = 64
     samples: int = 1
     level: float = 0.95
+    batch_size: int = 16  # queries a generate call (see agents.llm.TransformersBackend)
 
     def __post_init__(self) -> None:
         if self.every < 1:
             raise GF2ConfigError(f"gamma.every={self.every} is less than the minimum 1 (steps apart).")
         if self.trials < 1:
             raise GF2ConfigError(f"gamma.trials={self.trials} is less than the minimum 1.")
+        if self.batch_size < 1:
+            raise GF2ConfigError(f"gamma.batch_size={self.batch_size} is less than the minimum 1.")
         SamplingParams(self.temperature, self.top_p, self.max_tokens)  # its checks
 
     def grid(self, task: TaskSpec) -> Grid:
@@ -199,7 +202,7 @@ class GammaCallback(TrainerCallback):
         was_training = model.training
         model.eval()
         try:
-            backend = TransformersBackend.from_loaded(model, self.tokenizer, llm.model)
+            backend = TransformersBackend.from_loaded(model, self.tokenizer, llm.model, spec.batch_size)
             agent = LLMAgent(llm, self.log, backend=backend)
             evaluation = evaluate([agent], grid_cells(spec.grid(self.task)), progress=False)
         finally:

@@ -5,7 +5,8 @@
 
 The teacher is estimator A (prefix and data): for each training record it undoes the known terms on
 every sample, keeps the candidates that explain every residual label, and answers the argmax (a
-uniformly chosen one among ties). Its completion is a short trace and the boxed answer; with
+uniformly chosen one among ties). Its completion is a one-line trace (how many residual labels are
+1: the samples whose payload contains the next term) and the boxed answer; with
 ``sft.tools`` it is instead a fenced Python solver (:data:`agents.tool_solvers.DILIGENT_SOLVER`),
 what a tool-mode reply should look like. Records are prompt ``i`` of the run's seed, as in GRPO;
 the γ_g evaluation uses the held-out ``gamma.eval_seed``. The rest is TRL's ``SFTTrainer`` on
@@ -47,10 +48,7 @@ def teacher_completion(record: Record, answer: Sequence[int], offset: int, tools
     if tools:
         return f"```python\n{DILIGENT_SOLVER}```"
     positives = residual_positives(record)
-    return (
-        f"<think>Undo the {record.g} known terms on each sample; {positives} of the {record.K} samples "
-        f"stay positive, and only the next term explains all of them.</think>\n{boxed}"
-    )
+    return f"<think>{positives} of {record.K} residuals are 1.</think>\n{boxed}"
 
 
 def teacher_rows(
