@@ -47,7 +47,7 @@ $(VENV)/.serve: $(VENV)/.dev
 	touch $@
 
 compare: $(VENV)/.core
-	$(VENV)/bin/gf2 compare --config configs/paper-estimators.yaml
+	$(VENV)/bin/gf2 compare
 
 demo: $(VENV)/.core
 	$(VENV)/bin/gf2 demo --episodes 20 --seed 0

@@ -4,6 +4,7 @@ A comparison is described by a YAML file (``configs/*.yaml``) or the same keys o
 
     agents: [A, B, B-exact, C, "D(g//2)", decoder]   # estimator names, and LLMs:
     #   - llm: {backend: vllm, model: Qwen/Qwen3-8B, base_url: http://127.0.0.1:8000}  (agents.llm_agent)
+    #   - sb3: {path: results/sb3-ppo/final.zip, algo: ppo}                            (agents.sb3_agent)
     grid: {p: [12], d: [4], K: [32], sampling: [adversarial],
            depths: [0, 1, 3, 7], trials: 2000, seed: 0, n: g+1}
     # or, instead of grid:  records: path/to/records.json
@@ -28,13 +29,14 @@ import yaml
 from agents.evaluate import Evaluation, Grid, evaluate, grid_cells, make_agents, record_cells
 from agents.llm_agent import LLMAgent, LLMSpec
 from agents.llm_eval import QueryLog
+from agents.sb3_agent import SB3Spec
 from gf2env.errors import GF2ConfigError
 from gf2env.plots import write_figures
 from gf2env.records import read_records
 from gf2env.results import format_summary, summarize, write_results_csv, write_summary_csv
 
 PER_DEPTH = "g+1"
-_TOP_KEYS = {"agents", "grid", "records", "out", "level", "plots", "description"}
+_TOP_KEYS = {"agents", "grid", "records", "out", "level", "plots", "fit", "description"}
 _GRID_KEYS = {"p", "d", "K", "sampling", "depths", "trials", "seed", "n"}
 
 
@@ -42,15 +44,17 @@ _GRID_KEYS = {"p", "d", "K", "sampling", "depths", "trials", "seed", "n"}
 class CompareConfig:
     """What to compare, on what, and where to write it (exactly one of ``grid`` and ``records``).
 
-    ``agents`` holds estimator names and :class:`~agents.llm_agent.LLMSpec` objects.
+    ``agents`` holds estimator names, :class:`~agents.llm_agent.LLMSpec` and
+    :class:`~agents.sb3_agent.SB3Spec` objects.
     """
 
-    agents: tuple[str | LLMSpec, ...]
+    agents: tuple[str | LLMSpec | SB3Spec, ...]
     grid: Grid | None = None
     records: Path | None = None
     out: Path = Path("results/compare")
     level: float = 0.95
     plots: bool = True
+    fit: bool = True
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -61,7 +65,7 @@ class CompareConfig:
         if not 0.0 < self.level < 1.0:
             raise GF2ConfigError(f"level={self.level} is outside (0, 1); pass e.g. 0.95.")
         make_agents([a for a in self.agents if isinstance(a, str)])  # validates the names
-        names = [a.label if isinstance(a, LLMSpec) else a for a in self.agents]
+        names = [a if isinstance(a, str) else a.label for a in self.agents]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise GF2ConfigError(
@@ -104,15 +108,48 @@ def grid_from_mapping(obj: dict[str, Any]) -> Grid:
     )
 
 
-def agent_from_config(item: Any, path: Path) -> str | LLMSpec:
-    """An ``agents:`` entry: an estimator name, or ``{llm: {...}}`` (see :class:`LLMSpec`)."""
+def agent_from_config(item: Any, path: Path) -> str | LLMSpec | SB3Spec:
+    """An ``agents:`` entry: an estimator name, ``{llm: {...}}`` (:class:`LLMSpec`) or ``{sb3: {...}}``
+    (:class:`SB3Spec`)."""
     if isinstance(item, dict):
-        if set(item) != {"llm"} or not isinstance(item["llm"], dict):
+        kind = next(iter(item)) if len(item) == 1 else None
+        if kind not in ("llm", "sb3") or not isinstance(item[kind], dict):
             raise GF2ConfigError(
-                f"{path}: agent entry {item!r} is not an estimator name or a mapping {{llm: {{model: ...}}}}."
+                f"{path}: agent entry {item!r} is not an estimator name, {{llm: {{model: ...}}}} or "
+                "{sb3: {path: ...}}."
             )
-        return LLMSpec.from_mapping(item["llm"])
+        return LLMSpec.from_mapping(item["llm"]) if kind == "llm" else SB3Spec.from_mapping(item["sb3"])
     return str(item)
+
+
+# What `gf2 compare` runs with no config and no agents: the README's main job (configs/paper-estimators.yaml
+# holds the same, to edit and copy). About 25 s on one core: 6 estimators x 8 depths x 2000 records + the fit.
+DEFAULT_CONFIG = """\
+description: >
+  The paper's estimator curves (its Figure 3): estimators A (diligent), B (data only, the paper's
+  composite likelihood), B-exact (exact data-only posterior, depths <= 3), C (history only),
+  D knowing g//2 terms, and the intersection decoder; p=12, d=4, K=32, adversarial payloads,
+  2000 records a depth.
+agents: [A, B, B-exact, C, "D(g//2)", decoder]
+grid:
+  p: [12]
+  d: [4]
+  K: [32]
+  sampling: [adversarial]
+  depths: [0, 1, 3, 7, 15, 31, 63, 127]
+  trials: 2000
+  seed: 0
+  n: g+1
+out: results/paper-estimators
+level: 0.95
+plots: true
+fit: true
+"""
+
+
+def default_config() -> CompareConfig:
+    """The embedded default comparison (:data:`DEFAULT_CONFIG`)."""
+    return config_from_mapping(yaml.safe_load(DEFAULT_CONFIG), Path("<default>"))
 
 
 def load_config(path: str | Path) -> CompareConfig:
@@ -120,7 +157,11 @@ def load_config(path: str | Path) -> CompareConfig:
     path = Path(path)
     if not path.exists():
         raise GF2ConfigError(f"Config file {path} does not exist; see configs/ for the presets.")
-    obj = yaml.safe_load(path.read_text())
+    return config_from_mapping(yaml.safe_load(path.read_text()), path)
+
+
+def config_from_mapping(obj: Any, path: Path) -> CompareConfig:
+    """A comparison from the mapping of a YAML file (``path`` names it in messages)."""
     if not isinstance(obj, dict):
         raise GF2ConfigError(f"{path} does not hold a mapping of keys (agents, grid, out, ...).")
     unknown = set(obj) - _TOP_KEYS
@@ -137,6 +178,7 @@ def load_config(path: str | Path) -> CompareConfig:
         out=Path(obj.get("out", "results/compare")),
         level=float(obj.get("level", 0.95)),
         plots=bool(obj.get("plots", True)),
+        fit=bool(obj.get("fit", True)),
         description=str(obj.get("description", "")),
     )
 
@@ -152,6 +194,8 @@ class CompareReport:
     figures: list[Path] = field(default_factory=list)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)  # LLM agents' throughput and unanswered records
+    fits: list[Any] = field(default_factory=list)  # gf2env.fit.EffectivePrefixFit, one per agent and setting
+    fit_csv: Path | None = None
 
 
 def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
@@ -180,8 +224,69 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
     summary = summarize(evaluation.rows, level=config.level)
     write_summary_csv(summary_csv, summary)
     figures = write_figures(summary, config.out) if config.plots else []
+    fits: list[Any] = []
+    fit_csv = None
+    if config.fit:
+        from gf2env.fit import write_fits_csv
+
+        curve_seed = config.grid.seed + 1 if config.grid else 1  # D-curve records: not the evaluated ones
+        fits, why = fit_agents(evaluation.rows, seed=curve_seed, progress=progress)
+        notes.extend(why)
+        if fits:
+            fit_csv = config.out / "fit.csv"
+            write_fits_csv(fit_csv, fits)
     seconds = time.perf_counter() - start
-    return CompareReport(evaluation, summary, results_csv, summary_csv, figures, seconds, notes)
+    return CompareReport(
+        evaluation, summary, results_csv, summary_csv, figures, seconds, notes, fits, fit_csv
+    )
+
+
+def fit_agents(
+    rows: list[dict[str, Any]],
+    agents: list[str] | None = None,
+    value: str = "gamma",
+    curve: Any = None,
+    curve_trials: int = 500,
+    seed: int = 1,
+    progress: bool = True,
+) -> tuple[list[Any], list[str]]:
+    """The effective-prefix fit of every agent at every setting (p, d, K, sampling) with 2+ depths.
+
+    ``value`` is what counts as success at a record: ``gamma`` (the agent's probability of the
+    truth, the paper's metric and what the D curve holds; for LLMs the fraction of right answers)
+    or ``correct`` (its chosen action).
+
+    The D curve (estimator D knowing k of g terms) is simulated for each setting on records of
+    ``seed`` (``curve`` passes one in, for a single setting). Returns the fits and a line for each
+    setting or agent that could not be fitted, and why.
+    """
+    from agents.evaluate import simulate_d_curve
+    from gf2env.fit import DepthCounts, fit_effective_prefix
+    from gf2env.oracle import TaskConfig
+
+    fits, notes = [], []
+    settings = sorted({(r["p"], r["d"], r["K"], r["sampling"]) for r in rows})
+    for p, d, K, sampling in settings:
+        here = [r for r in rows if (r["p"], r["d"], r["K"], r["sampling"]) == (p, d, K, sampling)]
+        depths = sorted({r["g"] for r in here})
+        if len(depths) < 2:
+            notes.append(f"note: no effective-prefix fit at p={p} d={d} K={K} {sampling}: one depth only")
+            continue
+        setting_curve = curve
+        if setting_curve is None:
+            mode = sampling if sampling != "unknown" else "adversarial"
+            config = TaskConfig(p=p, d=d, K=K, n=max(depths) + 1, sampling=mode)
+            setting_curve = simulate_d_curve(config, depths, curve_trials, seed=seed, progress=progress)
+        for agent in agents or list(dict.fromkeys(r["agent"] for r in here)):
+            mine = [r for r in here if r["agent"] == agent]
+            if not mine:
+                continue
+            try:
+                counts = DepthCounts.from_rows(mine, agent=agent, value=value)
+                fits.append(fit_effective_prefix(counts, setting_curve))
+            except GF2ConfigError as err:
+                notes.append(f"note: no effective-prefix fit for {agent} at p={p} d={d} K={K}: {err}")
+    return fits, notes
 
 
 def print_report(report: CompareReport) -> None:
@@ -194,13 +299,24 @@ def print_report(report: CompareReport) -> None:
     print(f"wrote {report.results_csv} ({len(report.evaluation.rows)} rows), {report.summary_csv}")
     for fig in report.figures:
         print(f"wrote {fig}")
+    if report.fits:
+        print("effective-prefix fit (k = u*g or k = min(v, g) known terms of estimator D):")
+        print(f"{'agent':<16} {'u':>6} {'v':>7} {'ΔAIC':>8}  preferred")
+        for fit in report.fits:
+            print(f"{fit.agent or '':<16} {fit.u:>6.3f} {fit.v:>7.2f} {fit.delta_aic:>8.1f}  {fit.preferred}")
+    if report.fit_csv is not None:
+        print(f"wrote {report.fit_csv} (effective-prefix fit of every agent)")
     print(f"done in {report.seconds:.1f} s")
 
 
 __all__ = [
     "CompareConfig",
     "CompareReport",
+    "DEFAULT_CONFIG",
     "agent_from_config",
+    "config_from_mapping",
+    "default_config",
+    "fit_agents",
     "grid_from_mapping",
     "load_config",
     "print_report",

@@ -21,6 +21,7 @@ from tqdm import tqdm
 from agents.estimators import Estimate, KnownTerms, Partial, make_estimator
 from agents.llm_agent import LLMAgent, LLMSpec
 from agents.llm_eval import QueryLog
+from agents.sb3_agent import SB3Spec
 from gf2env.errors import GF2ConfigError
 from gf2env.fit import DCurve
 from gf2env.oracle import SAMPLING_MODES, TaskConfig
@@ -227,12 +228,17 @@ def evaluate(
     return out
 
 
-def make_agents(specs: Sequence[str | LLMSpec], log: QueryLog | None = None) -> list[Agent]:
-    """Agents from estimator names (see :func:`agents.estimators.make_estimator`) and LLM specs; no
-    duplicate names. LLM agents share ``log``, the resumable query log (required if there are any)."""
+def make_agents(specs: Sequence[str | LLMSpec | SB3Spec], log: QueryLog | None = None) -> list[Agent]:
+    """Agents from estimator names (see :func:`agents.estimators.make_estimator`), LLM specs and SB3
+    checkpoints; no duplicate names. LLM agents share ``log``, the resumable query log (required if
+    there are any)."""
     agents: list[Agent] = []
     for spec in specs:
-        if isinstance(spec, LLMSpec):
+        if isinstance(spec, SB3Spec):
+            from agents.sb3_agent import SB3Agent
+
+            agents.append(SB3Agent(spec))
+        elif isinstance(spec, LLMSpec):
             if log is None:
                 raise GF2ConfigError(f"LLM agent {spec.label!r} needs a query log; pass log=QueryLog(path).")
             agents.append(LLMAgent(spec, log))

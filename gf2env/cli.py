@@ -137,7 +137,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _compare_config(args: argparse.Namespace, default_grid=None):  # -> agents.compare.CompareConfig
     from pathlib import Path
 
-    from agents.compare import CompareConfig, load_config
+    from agents.compare import CompareConfig, default_config, load_config
     from agents.evaluate import Grid
 
     grid_flags = {
@@ -153,6 +153,8 @@ def _compare_config(args: argparse.Namespace, default_grid=None):  # -> agents.c
     given = {k: v for k, v in grid_flags.items() if v is not None}
     if args.config:
         config = load_config(args.config)
+    elif not args.agents and default_grid is None:  # plain `gf2 compare`: the embedded main job
+        config = default_config()
     else:
         config = None
     agents = tuple(args.agents) if args.agents else (config.agents if config else ("A", "B", "C", "D"))
@@ -180,6 +182,7 @@ def _compare_config(args: argparse.Namespace, default_grid=None):  # -> agents.c
         out=Path(args.out) if args.out else (config.out if config else Path("results/compare")),
         level=args.level if args.level is not None else (config.level if config else 0.95),
         plots=(config.plots if config else True) and not args.no_plots,
+        fit=(config.fit if config else True) and not getattr(args, "no_fit", False),
     )
 
 
@@ -263,9 +266,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_fit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from agents.evaluate import simulate_d_curve
-    from gf2env.fit import DCurve, DepthCounts, fit_effective_prefix, write_fits_csv
-    from gf2env.oracle import TaskConfig
+    from agents.compare import fit_agents
+    from gf2env.fit import DCurve, write_fits_csv
     from gf2env.results import read_results_csv
 
     path = Path(args.results)
@@ -277,28 +279,29 @@ def cmd_fit(args: argparse.Namespace) -> int:
         raise GF2ConfigError(
             f"{path} mixes settings (p, d, K, sampling) = {settings}; fit one setting at a time."
         )
-    p, d, K, sampling = settings[0]
-    depths = sorted({r["g"] for r in rows})
-    agents = args.agent or sorted({r["agent"] for r in rows})
     curve_path = Path(args.curve) if args.curve else None
-    if curve_path is not None and curve_path.exists():
-        curve = DCurve.read_csv(curve_path)
-    else:
+    curve = DCurve.read_csv(curve_path) if curve_path is not None and curve_path.exists() else None
+    if curve is None and curve_path is not None:  # simulate it once here, to cache it
+        from agents.evaluate import simulate_d_curve
+        from gf2env.oracle import TaskConfig
+
+        p, d, K, sampling = settings[0]
+        depths = sorted({r["g"] for r in rows})
         mode = sampling if sampling != "unknown" else "adversarial"
         config = TaskConfig(p=p, d=d, K=K, n=max(depths) + 1, sampling=mode)
         curve = simulate_d_curve(config, depths, args.curve_trials, seed=args.seed, progress=not args.quiet)
-        if curve_path is not None:
-            curve.write_csv(curve_path)
-            print(f"wrote the D curve to {curve_path}")
-    fits = []
-    for agent in agents:
-        counts = DepthCounts.from_rows(
-            [r for r in rows if r["agent"] == agent], agent=agent, value=args.value
-        )
-        fit = fit_effective_prefix(counts, curve)
-        fits.append(fit)
+        curve.write_csv(curve_path)
+        print(f"wrote the D curve to {curve_path}")
+    fits, notes = fit_agents(
+        rows, args.agent, args.value, curve, args.curve_trials, args.seed, progress=not args.quiet
+    )
+    for fit in fits:
         print(fit.format_table())
         print()
+    for line in notes:
+        print(line)
+    if not fits:
+        raise GF2ConfigError(f"No agent of {path} could be fitted (see the notes above).")
     out = Path(args.out) if args.out else path.parent / "fit.csv"
     write_fits_csv(out, fits)
     print(f"wrote {out}")
@@ -342,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--level", type=float, help="Jeffreys interval level (default 0.95)")
     cmp.add_argument("--out", help="output directory (default: the config's, else results/compare)")
     cmp.add_argument("--no-plots", action="store_true")
+    cmp.add_argument("--no-fit", action="store_true", help="skip the effective-prefix fit")
     cmp.add_argument("--quiet", action="store_true", help="no progress bar")
     cmp.set_defaults(func=cmd_compare)
 
@@ -386,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--tensor-parallel-size", type=int, help="vllm-offline: GPUs a model")
     ev.add_argument("--out", help="output directory (default results/eval); its queries.jsonl resumes")
     ev.add_argument("--no-plots", action="store_true")
+    ev.add_argument("--no-fit", action="store_true", help="skip the effective-prefix fit")
     ev.add_argument("--quiet", action="store_true")
     ev.set_defaults(func=cmd_eval, records=None)
 
@@ -407,8 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--quiet", action="store_true")
     fit.set_defaults(func=cmd_fit)
 
-    train = sub.add_parser("train", help="fine-tune a local model with TRL (grpo, sft), logging γ_g by depth")
-    train.add_argument("loop", choices=("grpo", "sft"), help="train/grpo.py or train/sft.py")
+    train = sub.add_parser("train", help="train: TRL (grpo, sft) or stable-baselines3 (sb3), logging γ_g")
+    train.add_argument("loop", choices=("grpo", "sft", "sb3"), help="the script: train/<loop>.py")
     train.add_argument("rest", nargs=argparse.REMAINDER, help="that script's arguments (--config ...)")
     train.set_defaults(func=cmd_train)
 

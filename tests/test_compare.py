@@ -83,7 +83,7 @@ def test_presets_load_and_match_the_issue():
     assert config.grid.depths == (0, 1, 3, 7, 15, 31, 63, 127) and config.grid.trials == 2000
     assert {"A", "B", "C", "D(g//2)"} <= {a.name for a in make_agents(config.agents)}
     for path in sorted((ROOT / "configs").glob("*.yaml")):
-        if not path.name.startswith("train-"):  # training runs are train.config's (tests/test_train.py)
+        if not path.name.startswith(("train-", "sb3-")):  # training runs (tests/test_*train.py)
             load_config(path)
 
 
@@ -159,3 +159,9 @@ def test_compare_on_the_papers_reference_file(tmp_path):
     assert {r["sampling"] for r in rows} == {"adversarial"}
     gamma_a = [r["gamma"] for r in rows if r["agent"] == "A"]
     assert len(gamma_a) == 20 and np.mean(gamma_a) > 0.99
+
+
+def test_the_embedded_default_is_the_paper_estimators_preset():
+    from agents.compare import default_config
+
+    assert default_config() == load_config(ROOT / "configs" / "paper-estimators.yaml")

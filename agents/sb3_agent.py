@@ -1,0 +1,151 @@
+"""A saved stable-baselines3 policy as an agent of the harness (``gf2 compare``), next to estimators.
+
+A policy trained on ``GF2Recon-v0`` with ``n`` address bits answers any record of the same
+``(p, d, K)`` at depth ``g < n``: the record is turned into exactly the observation the environment
+shows at that step (prefix rows ``0..g-1`` set, address bits padded with the zeros the oracle puts
+after ``a_{g+1}``, ``depth = g``). Its ``action`` is the deterministic one (what
+``model.predict(obs, deterministic=True)`` returns); its ``gamma`` is the policy's probability of
+the true next term (the action distribution of PPO/A2C), or 0/1 for value-based policies (DQN),
+whose deterministic choice is all they propose.
+
+In a compare config::
+
+    agents:
+      - A
+      - sb3: {path: results/sb3-ppo/final.zip, algo: ppo, name: ppo}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from agents.estimators import Estimate
+from gf2env.errors import GF2ConfigError
+from gf2env.records import Record
+
+if TYPE_CHECKING:
+    from agents.evaluate import Cell
+
+SB3_ALGOS = ("ppo", "a2c", "dqn")
+
+
+@dataclass(frozen=True)
+class SB3Spec:
+    """A checkpoint: ``path`` (the ``.zip`` SB3 saves), ``algo`` (one of :data:`SB3_ALGOS`), ``name``."""
+
+    path: str
+    algo: str = "ppo"
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.algo not in SB3_ALGOS:
+            raise GF2ConfigError(f"sb3 algo={self.algo!r} is not one of {SB3_ALGOS}.")
+        if not self.path:
+            raise GF2ConfigError("sb3 needs path: the .zip a run saved (e.g. results/sb3-ppo/final.zip).")
+
+    @property
+    def label(self) -> str:
+        return self.name or Path(self.path).stem
+
+    @classmethod
+    def from_mapping(cls, obj: dict[str, Any]) -> SB3Spec:
+        unknown = set(obj) - {"path", "algo", "name"}
+        if unknown:
+            raise GF2ConfigError(f"sb3 has unknown keys {sorted(unknown)}; the keys are algo, name, path.")
+        return cls(path=str(obj.get("path", "")), algo=str(obj.get("algo", "ppo")), name=obj.get("name"))
+
+
+def load_sb3(spec: SB3Spec) -> Any:
+    """The SB3 model of a checkpoint (on CPU)."""
+    import stable_baselines3 as sb3
+
+    path = Path(spec.path)
+    if not path.exists():
+        raise GF2ConfigError(f"SB3 checkpoint {path} does not exist; train one with gf2 train sb3.")
+    return getattr(sb3, spec.algo.upper()).load(str(path), device="cpu")
+
+
+def observations(records: list[Record], n: int) -> dict[str, np.ndarray]:
+    """The batched observations ``GF2Recon-v0`` (``n`` address bits) shows at these records' steps."""
+    R, rec0 = len(records), records[0]
+    K, p = rec0.K, rec0.p
+    prefix = np.zeros((R, n, p), dtype=np.int8)
+    address = np.zeros((R, K, n), dtype=np.int8)
+    for i, rec in enumerate(records):
+        for j, term in enumerate(rec.prefix):
+            prefix[i, j, list(term)] = 1
+        width = min(rec.n, n)
+        address[i, :, :width] = rec.address[:, :width]
+    return {
+        "prefix": prefix,
+        "depth": np.array([rec.g for rec in records], dtype=np.int64),
+        "address": address,
+        "payload": np.stack([rec.payload for rec in records]).astype(np.int8),
+        "labels": np.stack([rec.labels for rec in records]).astype(np.int8),
+    }
+
+
+class SB3Agent:
+    """A trained SB3 policy behind the estimators' interface (see the module docs)."""
+
+    def __init__(self, spec: SB3Spec, model: Any = None) -> None:
+        self.spec = spec
+        self.model = model if model is not None else load_sb3(spec)
+        space = self.model.observation_space
+        self.n, self.p = (int(x) for x in space["prefix"].shape)
+        self.K = int(space["labels"].shape[0])
+        self.num_actions = int(self.model.action_space.n)
+
+    @property
+    def name(self) -> str:
+        return self.spec.label
+
+    def check(self, p: int, d: int, K: int, g: int) -> None:
+        from math import comb
+
+        if (p, K) != (self.p, self.K) or comb(p, d - 1) != self.num_actions:
+            raise GF2ConfigError(
+                f"{self.name} was trained at p={self.p}, K={self.K} with {self.num_actions} actions; "
+                f"it cannot answer p={p}, d={d}, K={K}."
+            )
+        if g >= self.n:
+            raise GF2ConfigError(f"{self.name} was trained with n={self.n} terms; depth g={g} needs n > g.")
+
+    def supports(self, p: int, d: int, K: int, g: int) -> bool:
+        try:
+            self.check(p, d, K, g)
+        except GF2ConfigError:
+            return False
+        return True
+
+    def action_probabilities(self, obs: dict[str, np.ndarray]) -> np.ndarray | None:
+        """(R, C) action probabilities of a stochastic policy, ``None`` for a value-based one."""
+        if self.spec.algo == "dqn":
+            return None
+        import torch
+
+        with torch.no_grad():
+            tensor, _ = self.model.policy.obs_to_tensor(obs)
+            dist = self.model.policy.get_distribution(tensor)
+            return dist.distribution.probs.cpu().numpy()
+
+    def answer(self, cell: Cell, rng: np.random.Generator | None = None) -> Estimate:
+        """Deterministic actions, and the policy's probability of the truth, for a cell's records."""
+        b = cell.batch
+        self.check(b.p, b.d, b.K, b.g)
+        obs = observations(list(cell.records), self.n)
+        actions, _ = self.model.predict(obs, deterministic=True)
+        actions = np.asarray(actions, dtype=np.int64).reshape(b.R)
+        assert b.target is not None
+        probs = self.action_probabilities(obs)
+        correct = (actions == b.target).astype(float)
+        gamma = correct if probs is None else probs[np.arange(b.R), b.target]
+        ties = np.ones(b.R, dtype=np.int64)
+        return Estimate(action=actions, tie_size=ties, gamma=gamma, argmax_accuracy=correct)
+
+
+__all__ = ["SB3_ALGOS", "SB3Agent", "SB3Spec", "load_sb3", "observations"]

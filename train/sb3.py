@@ -1,0 +1,199 @@
+"""stable-baselines3 on the native vector env, γ_g measured at every depth while it trains.
+
+    python -m train.sb3 --config configs/sb3-small.yaml [--algo ppo|dqn|a2c] [--output-dir DIR]
+                        [--total-timesteps N]
+    gf2 train sb3 --config ...            (the same)
+
+The config is zoo-style: ``env`` (GF2Recon-v0 arguments), ``num_envs``, ``algo`` and one mapping of
+hyper-parameters per algorithm (``ppo:``, ``dqn:``, ``a2c:``, passed to its constructor), plus
+``total_timesteps``, ``gamma`` (the held-out evaluation: depths, records a depth, every how many
+timesteps, ``eval_seed``), ``checkpoint_every`` (timesteps), ``seed`` and ``output_dir``.
+
+Top to bottom: the vector env (:class:`gf2env.sb3.SB3VecEnv`, sub-env ``i`` seeded ``seed + i``) →
+the algorithm with ``MultiInputPolicy`` (TensorBoard logs in ``output_dir/tensorboard``) →
+callbacks (γ_g on the harness's held-out grid through :class:`agents.sb3_agent.SB3Agent`, written
+by :class:`train.gamma.GammaLog`; checkpoints) → ``learn`` → ``output_dir/final.zip``, which
+``gf2 compare`` loads as an agent (``- sb3: {path: .../final.zip, algo: ppo}``).
+
+Every action of GF2Recon is legal (any candidate may be proposed; a wrong one is a wrong step), so
+there is no action mask to learn with and sb3-contrib's MaskablePPO would add nothing here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gf2env.errors import GF2ConfigError
+from train.gamma import GammaLog
+
+ALGOS = ("ppo", "dqn", "a2c")
+_KEYS = {"env", "num_envs", "algo", *ALGOS, "total_timesteps", "gamma", "checkpoint_every", "seed",
+         "output_dir", "description"}  # fmt: skip
+_GAMMA_KEYS = {"depths", "trials", "every", "eval_seed", "level"}
+
+
+@dataclass
+class SB3Config:
+    """A training run (see the module docs)."""
+
+    env: dict[str, Any]
+    algo: str = "ppo"
+    hyper: dict[str, Any] = field(default_factory=dict)
+    num_envs: int = 8
+    total_timesteps: int = 100_000
+    gamma_depths: tuple[int, ...] = (0, 1)
+    gamma_trials: int = 200
+    gamma_every: int = 10_000
+    eval_seed: int = 1_000_003
+    level: float = 0.95
+    checkpoint_every: int = 50_000
+    seed: int = 0
+    output_dir: Path = Path("results/sb3")
+
+    def __post_init__(self) -> None:
+        if self.algo not in ALGOS:
+            raise GF2ConfigError(f"algo={self.algo!r} is not one of {ALGOS}.")
+        for name in ("num_envs", "total_timesteps", "gamma_trials", "gamma_every", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise GF2ConfigError(f"{name}={getattr(self, name)} is less than the minimum 1.")
+        n = int(self.env.get("n", 32))
+        if max(self.gamma_depths) >= n:
+            raise GF2ConfigError(
+                f"gamma.depths {list(self.gamma_depths)} reach g={max(self.gamma_depths)}, but the env "
+                f"has n={n} terms; evaluate at depths below n."
+            )
+        if self.seed == self.eval_seed:
+            raise GF2ConfigError(f"seed={self.seed} equals gamma.eval_seed; give the held-out set another.")
+
+
+def load_sb3_config(path: str | Path, **overrides: Any) -> SB3Config:
+    """Read a run from YAML (unknown keys are errors); ``overrides`` (algo, output_dir, ...) win."""
+    path = Path(path)
+    if not path.exists():
+        raise GF2ConfigError(f"Config file {path} does not exist; see configs/sb3-*.yaml.")
+    obj = yaml.safe_load(path.read_text()) or {}
+    unknown = set(obj) - _KEYS
+    if unknown:
+        raise GF2ConfigError(f"{path} has unknown keys {sorted(unknown)}; they are {sorted(_KEYS)}.")
+    gamma = obj.get("gamma") or {}
+    bad = set(gamma) - _GAMMA_KEYS
+    if bad:
+        raise GF2ConfigError(f"{path}: gamma has unknown keys {sorted(bad)}; they are {sorted(_GAMMA_KEYS)}.")
+    algo = overrides.get("algo") or obj.get("algo", "ppo")
+    if algo not in ALGOS:
+        raise GF2ConfigError(f"algo={algo!r} is not one of {ALGOS}.")
+    values: dict[str, Any] = {
+        "env": dict(obj.get("env") or {}),
+        "algo": algo,
+        "hyper": dict(obj.get(algo) or {}),
+        "num_envs": int(obj.get("num_envs", 8)),
+        "total_timesteps": int(obj.get("total_timesteps", 100_000)),
+        "gamma_depths": tuple(int(g) for g in gamma.get("depths", (0, 1))),
+        "gamma_trials": int(gamma.get("trials", 200)),
+        "gamma_every": int(gamma.get("every", 10_000)),
+        "eval_seed": int(gamma.get("eval_seed", 1_000_003)),
+        "level": float(gamma.get("level", 0.95)),
+        "checkpoint_every": int(obj.get("checkpoint_every", 50_000)),
+        "seed": int(obj.get("seed", 0)),
+        "output_dir": Path(obj.get("output_dir", f"results/sb3-{algo}")),
+    }
+    values.update({k: v for k, v in overrides.items() if v is not None and k != "algo"})
+    values["output_dir"] = Path(values["output_dir"])
+    return SB3Config(**values)
+
+
+def make_gamma_callback(config: SB3Config) -> Any:
+    """An SB3 callback that evaluates γ_g at the start, every ``gamma_every`` timesteps and at the end."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from agents.evaluate import Grid, evaluate, grid_cells
+    from agents.sb3_agent import SB3Agent, SB3Spec
+    from gf2env.results import summarize
+
+    env = config.env
+    grid = Grid(depths=config.gamma_depths, trials=config.gamma_trials, p=(int(env.get("p", 12)),),
+                d=(int(env.get("d", 4)),), K=(int(env.get("K", 32)),),
+                sampling=(env.get("sampling", "adversarial"),), seed=config.eval_seed)  # fmt: skip
+    log = GammaLog(config.output_dir)
+
+    class GammaCallback(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.last = -1
+
+        def evaluate_now(self) -> None:
+            step = int(self.num_timesteps)
+            if step in log.done_steps:
+                return
+            agent = SB3Agent(SB3Spec(path="<live>", algo=config.algo, name=f"step {step}"), model=self.model)
+            rows = evaluate([agent], grid_cells(grid), progress=False).rows
+            head = {"active_depths": "", "eval_seed": config.eval_seed, "prompt_id": ""}
+            log.record(step, summarize(rows, level=config.level), head)
+            self.last = step
+
+        def _on_training_start(self) -> None:
+            self.evaluate_now()
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps - max(self.last, 0) >= config.gamma_every:
+                self.evaluate_now()
+            return True
+
+        def _on_training_end(self) -> None:
+            self.evaluate_now()
+            log.plot()
+            log.close()
+
+    return GammaCallback()
+
+
+def build_model(config: SB3Config) -> Any:
+    """The SB3 algorithm on the native vector env."""
+    import stable_baselines3 as sb3
+
+    from gf2env.sb3 import SB3VecEnv
+
+    env = SB3VecEnv(config.num_envs, **config.env)
+    env.seed(config.seed)
+    hyper = {"policy": "MultiInputPolicy", "device": "cpu", **config.hyper}
+    policy = hyper.pop("policy")
+    algo = getattr(sb3, config.algo.upper())
+    logs = str(config.output_dir / "tensorboard")
+    try:
+        return algo(policy, env, seed=config.seed, tensorboard_log=logs, **hyper)
+    except TypeError as err:
+        raise GF2ConfigError(f"{config.algo}: {err}; the keys are {algo.__name__}'s arguments.") from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
+
+    parser = argparse.ArgumentParser(prog="gf2 train sb3", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="a YAML run, e.g. configs/sb3-small.yaml")
+    parser.add_argument("--algo", choices=ALGOS, help="override the config's algo")
+    parser.add_argument("--output-dir", help="override output_dir")
+    parser.add_argument("--total-timesteps", type=int, help="override total_timesteps")
+    args = parser.parse_args(argv)
+    config = load_sb3_config(args.config, algo=args.algo, output_dir=args.output_dir,
+                             total_timesteps=args.total_timesteps)  # fmt: skip
+    config.output_dir.mkdir(parents=True, exist_ok=True)
+    model = build_model(config)
+    checkpoints = CheckpointCallback(
+        save_freq=max(config.checkpoint_every // config.num_envs, 1),
+        save_path=str(config.output_dir / "checkpoints"),
+        name_prefix=config.algo,
+    )
+    model.learn(config.total_timesteps, callback=CallbackList([make_gamma_callback(config), checkpoints]))
+    model.save(str(config.output_dir / "final.zip"))
+    print(f"wrote {config.output_dir / 'final.zip'}, {config.output_dir / 'gamma.csv'} and the γ_g plots")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
