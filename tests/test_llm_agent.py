@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections import Counter
 
 import numpy as np
@@ -15,7 +14,6 @@ import pytest
 pytest.importorskip("httpx")
 
 from servers import REPO, SERVER_ENV, vllm_or_skip_python  # noqa: E402
-from test_llm_backend import FaultServer  # noqa: E402
 
 from agents.compare import CompareConfig, run_compare  # noqa: E402
 from agents.evaluate import Grid, grid_cells  # noqa: E402
@@ -24,16 +22,6 @@ from agents.llm_agent import LLMAgent, LLMSpec  # noqa: E402
 from agents.llm_eval import QueryLog  # noqa: E402
 from gf2env.errors import GF2ConfigError  # noqa: E402
 from gf2env.results import read_results_csv  # noqa: E402
-
-
-@pytest.fixture
-def server():
-    srv = FaultServer()
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-
 
 CONFIG = """\
 agents:

@@ -1,119 +1,18 @@
-"""The OpenAI-compatible backend against a real fault-injecting HTTP server on 127.0.0.1.
-
-The server speaks the chat and completions APIs; the first path segment picks its behaviour
-(``ok``, ``fail500``, ``slow``, ``garbage``, ``bad400``), and faults hit only a query's first
-attempt unless the mode ends in ``-always``. ``solver`` plays a model in tool mode: its first reply
-is ``agents.tool_solvers.DILIGENT_SOLVER`` in a fenced block, and once it has seen the code's
-output it replies with the last boxed answer of that output (after an error, it sends the solver).
-``solver-buggy`` starts with code that fails.
-"""
+"""The OpenAI-compatible backend against a real fault-injecting HTTP server on 127.0.0.1
+(``tests/fault_server.py``, the ``server`` fixture of ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 import socket
-import threading
-import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from agents.llm import Completion, OpenAICompatibleBackend, Query, SamplingParams, request_body
-from agents.tool_solvers import DILIGENT_SOLVER
 from gf2env.prompt import Prompt
 
 pytest.importorskip("httpx")
-
-SOLVER = DILIGENT_SOLVER
-
-
-def solver_reply(messages: list[dict], buggy: bool) -> str:
-    """The scripted tool-mode model: code first, then the answer its code printed."""
-    solver = f"<think>I will decode it with code.</think>\n```python\n{SOLVER}```"
-    if len(messages) <= 2:
-        return "Let me try.\n```python\nprint(undefined_name)\n```" if buggy else solver
-    boxes = re.findall(r"\\boxed\{\[[0-9, ]+\]\}", messages[-1]["content"])  # what the code printed
-    return f"The code found it: {boxes[-1]}" if boxes else solver
-
-
-class FaultServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.attempts: Counter = Counter()
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self.lock = threading.Lock()
-        self.bodies: list[dict] = []
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: FaultServer
-
-    def log_message(self, *args) -> None:  # keep the test output clean
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        mode = self.path.strip("/").split("/")[0]
-        with self.server.lock:
-            self.server.bodies.append(body)
-            key = (mode, body["seed"])
-            self.server.attempts[key] += 1
-            first = self.server.attempts[key] == 1
-            self.server.in_flight += 1
-            self.server.max_in_flight = max(self.server.max_in_flight, self.server.in_flight)
-        # in_flight is released in _send, before the client can see the answer
-        if True:
-            fault = mode.endswith("-always") or first
-            base = mode.removesuffix("-always")
-            time.sleep(0.05)
-            if base == "fail500" and fault:
-                return self._send(500, b'{"error": "boom"}')
-            if base == "slow" and fault:
-                time.sleep(1.5)
-            if base == "garbage" and fault:
-                return self._send(200, b"<html>not json")
-            if base == "bad400":
-                return self._send(400, b'{"error": "bad request"}')
-            text = f"answer \\boxed{{[{body['seed'] % 7}, 8, 9]}}"
-            if base in ("solver", "solver-buggy"):
-                text = solver_reply(body["messages"], buggy=base == "solver-buggy")
-            choice = (
-                {"message": {"role": "assistant", "content": text}} if "messages" in body else {"text": text}
-            )
-            usage = {"prompt_tokens": 11, "completion_tokens": 7}
-            self._send(
-                200, json.dumps({"choices": [{**choice, "finish_reason": "stop"}], "usage": usage}).encode()
-            )
-
-    def _send(self, status: int, payload: bytes) -> None:
-        with self.server.lock:
-            self.server.in_flight -= 1
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-
-@pytest.fixture
-def server():
-    srv = FaultServer()
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-
 
 def queries(count: int, api: str = "chat") -> list[Query]:
     prompt = Prompt(prompt_id="paper-v1", text="find the term", answer_offset=0)

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 
@@ -16,7 +15,6 @@ import pytest
 
 pytest.importorskip("httpx")
 
-from test_llm_backend import FaultServer  # noqa: E402  (the fault-injecting server, same folder)
 
 from agents.llm import SamplingParams  # noqa: E402
 from agents.llm_eval import QueryLog, log_rows, plan_queries, query_key  # noqa: E402
@@ -25,15 +23,6 @@ from gf2env.records import generate_record  # noqa: E402
 from gf2env.results import read_results_csv  # noqa: E402
 
 GRID = ["--depths", "0,1,2,3", "--trials", "10", "--p", "6", "--d", "3", "--K", "4"]  # 40 queries
-
-
-@pytest.fixture
-def server():
-    srv = FaultServer()
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
 
 
 def gf2_eval(url: str, out, *extra: str) -> list[str]:

@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("httpx")
 
-from test_llm_backend import SOLVER, FaultServer  # noqa: E402
+from fault_server import SOLVER  # noqa: E402
 
 from agents.sandbox import Sandbox, SandboxPool, detect_isolation, record_view  # noqa: E402
 from agents.tool_env import GF2ToolEnvironment, tool_dataset  # noqa: E402
@@ -33,15 +32,6 @@ REFERENCE = (
 
 if not detect_isolation().get("bwrap"):
     pytest.skip("bubblewrap cannot run here (apt-get install -y bubblewrap)", allow_module_level=True)
-
-
-@pytest.fixture
-def server():
-    srv = FaultServer()
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
 
 
 @pytest.mark.parametrize(

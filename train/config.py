@@ -10,6 +10,7 @@ there), and ``sft`` (the teacher data of a warm start: depths, records, tool var
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -145,4 +146,23 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     return TrainConfig(**values)
 
 
-__all__ = ["ModelSpec", "RewardWeights", "SFTData", "TrainConfig", "load_train_config"]
+def run_parser(prog: str, description: str, example: str) -> argparse.ArgumentParser:
+    """The command line shared by the TRL scripts: a config and the overrides of a run."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--config", required=True, help=f"a YAML run, e.g. {example}")
+    parser.add_argument("--model-path", help="override model.path")
+    parser.add_argument("--output-dir", help="override output_dir")
+    parser.add_argument("--max-steps", type=int, help="override trainer.max_steps")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The run a parsed :func:`run_parser` command line names."""
+    config = load_train_config(args.config, model_path=args.model_path, output_dir=args.output_dir)
+    if args.max_steps is not None:
+        config.trainer["max_steps"] = args.max_steps
+    return config
+
+
+__all__ = ["ModelSpec", "RewardWeights", "SFTData", "TrainConfig", "config_from_args", "load_train_config",
+           "run_parser"]  # fmt: skip

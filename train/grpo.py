@@ -19,14 +19,13 @@ for vLLM generation; several GPUs: ``accelerate launch -m train.grpo --config ..
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from gf2env.errors import GF2ConfigError
-from train.config import TrainConfig, load_train_config
+from train.config import TrainConfig, config_from_args, run_parser
 from train.gamma import GammaCallback
 from train.rewards import correct_term_reward, format_reward
 
@@ -167,16 +166,10 @@ def build_trainer(config: TrainConfig, resume: bool = False) -> tuple[Any, Path 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gf2 train grpo", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="a YAML run, e.g. configs/train-grpo-smoke.yaml")
-    parser.add_argument("--model-path", help="override model.path")
-    parser.add_argument("--output-dir", help="override output_dir")
-    parser.add_argument("--max-steps", type=int, help="override trainer.max_steps")
+    parser = run_parser("gf2 train grpo", __doc__.splitlines()[0], "configs/train-grpo-smoke.yaml")
     parser.add_argument("--resume", action="store_true", help="continue from output_dir/checkpoint-*")
     args = parser.parse_args(argv)
-    config = load_train_config(args.config, model_path=args.model_path, output_dir=args.output_dir)
-    if args.max_steps is not None:
-        config.trainer["max_steps"] = args.max_steps
+    config = config_from_args(args)
     trainer, checkpoint = build_trainer(config, resume=args.resume)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     trainer.save_model(str(config.output_dir / "final"))

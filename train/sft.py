@@ -16,7 +16,6 @@ prompt–completion pairs (loss on the completion only), the config's ``trainer`
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,7 +27,7 @@ from gf2env.combinatorics import unrank_support
 from gf2env.errors import GF2ConfigError
 from gf2env.posterior import StepBatch
 from gf2env.records import Record
-from train.config import TrainConfig, load_train_config
+from train.config import TrainConfig, config_from_args, run_parser
 from train.data import TaskSpec, prompt_row
 from train.gamma import GammaCallback
 from train.grpo import cpu_defaults, load_policy
@@ -91,15 +90,9 @@ def build_trainer(config: TrainConfig) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gf2 train sft", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="a YAML run, e.g. configs/train-sft-smoke.yaml")
-    parser.add_argument("--model-path", help="override model.path")
-    parser.add_argument("--output-dir", help="override output_dir")
-    parser.add_argument("--max-steps", type=int, help="override trainer.max_steps")
+    parser = run_parser("gf2 train sft", __doc__.splitlines()[0], "configs/train-sft-smoke.yaml")
     args = parser.parse_args(argv)
-    config = load_train_config(args.config, model_path=args.model_path, output_dir=args.output_dir)
-    if args.max_steps is not None:
-        config.trainer["max_steps"] = args.max_steps
+    config = config_from_args(args)
     trainer = build_trainer(config)
     trainer.train()
     trainer.save_model(str(config.output_dir / "final"))
