@@ -214,6 +214,13 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
         cells, total, seed = record_cells(records, config.records.name), len(records), 0
     evaluation = evaluate(agents, cells, seed=seed, total=total, progress=progress)
     notes = [line for a in agents if isinstance(a, LLMAgent) for line in a.report()]
+    if any(isinstance(a, LLMAgent) and a.spec.tools for a in agents):
+        from agents.tool_mode import format_tool_usage, tool_usage
+
+        assert log is not None
+        usage = tool_usage(log.lines())
+        if usage:
+            notes.append("tool use (the paper's classes):\n" + format_tool_usage(usage))
     if not evaluation.rows:
         why = evaluation.skipped_report() + notes
         raise GF2ConfigError("No agent answered at any setting:\n" + "\n".join(why))

@@ -173,6 +173,40 @@ def turn_seed(seed: int, turn: int) -> int:
     return (seed + 1_000_003 * turn) & 0x7FFFFFFF
 
 
+def tool_usage(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The paper's tool-usage table from a query log: per (model, g), how many answered queries made
+    no, one or several tool calls, and the accuracy of each class (``None`` where the class is empty)."""
+    groups: dict[tuple[str, int], dict[str, list[bool]]] = {}
+    for line in lines:
+        if line.get("status") != "ok" or "tool_use" not in line:
+            continue
+        cell = groups.setdefault((line["model"], int(line["g"])), {c: [] for c in TOOL_USE_CLASSES})
+        cell[line["tool_use"]].append(bool(line["correct"]))
+    rows = []
+    for (model, g), cell in sorted(groups.items()):
+        total = sum(len(v) for v in cell.values())
+        row: dict[str, Any] = {"model": model, "g": g, "queries": total}
+        for name, results in cell.items():
+            row[f"{name}_share"] = len(results) / total
+            row[f"{name}_accuracy"] = sum(results) / len(results) if results else None
+        rows.append(row)
+    return rows
+
+
+def format_tool_usage(rows: Sequence[dict[str, Any]]) -> str:
+    """:func:`tool_usage` as a text table (shares and accuracies in percent)."""
+    head = f"{'model':<24} {'g':>4} {'queries':>7}" + "".join(f" {c:>19}" for c in TOOL_USE_CLASSES)
+    out = [head, " " * 37 + "   share / accuracy" * len(TOOL_USE_CLASSES)]
+    for r in rows:
+        cells = ""
+        for c in TOOL_USE_CLASSES:
+            acc = r[f"{c}_accuracy"]
+            accuracy = f"{100 * acc:>6.1f}%" if acc is not None else "     -"
+            cells += f" {100 * r[f'{c}_share']:>8.1f}% / " + accuracy
+        out.append(f"{r['model']:<24} {r['g']:>4} {r['queries']:>7}{cells}")
+    return "\n".join(out)
+
+
 def _ask_all(backend: Backend, queries: Sequence[Query], params: SamplingParams) -> dict[str, Completion]:
     replies: dict[str, Completion] = {}
     asyncio.run(backend.run(queries, params, lambda c: replies.setdefault(c.key, c)))
@@ -247,9 +281,11 @@ __all__ = [
     "ToolEpisode",
     "extract_code",
     "feedback_message",
+    "format_tool_usage",
     "has_answer",
     "run_tool_episodes",
     "start_episode",
     "tool_instructions",
+    "tool_usage",
     "turn_seed",
 ]

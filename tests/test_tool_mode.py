@@ -19,7 +19,7 @@ from fault_server import SOLVER  # noqa: E402
 
 from agents.sandbox import Sandbox, SandboxPool, detect_isolation, record_view  # noqa: E402
 from agents.tool_env import GF2ToolEnvironment, tool_dataset  # noqa: E402
-from agents.tool_mode import extract_code, has_answer, start_episode  # noqa: E402
+from agents.tool_mode import extract_code, has_answer, start_episode, tool_usage  # noqa: E402
 from gf2env.answers import score_answer  # noqa: E402
 from gf2env.oracle import TaskConfig  # noqa: E402
 from gf2env.prompt import render_prompt  # noqa: E402
@@ -128,6 +128,10 @@ def test_gf2_eval_tool_mode_on_the_papers_file(server, tmp_path):
     assert lines[0]["tool_prompt_id"] == "tools-v1" and lines[0]["sandbox_s"] > 0
     rows = read_results_csv(tmp_path / "results.csv")
     assert len(rows) == 20 and all(r["gamma"] == 1.0 for r in rows)
+    assert "tool use (the paper's classes)" in run.stdout and "100.0% / " in run.stdout
+    usage = tool_usage(lines)
+    assert len(usage) == 2  # g = 63 and 127
+    assert all(u["single_tool_share"] == 1.0 and u["single_tool_accuracy"] == 1.0 for u in usage)
     again = gf2_tools(f"{server.url}/solver", tmp_path, "--records", str(REFERENCE))
     assert "0 queries asked" in again.stdout and "20 already done" in again.stdout
 
