@@ -192,3 +192,18 @@ def test_every_training_preset_loads_and_names_real_trl_options():
         config = load_train_config(path)
         options = {f.name for f in dataclasses.fields(SFTConfig if "sft" in path.name else GRPOConfig)}
         assert set(config.trainer) <= options, (path.name, set(config.trainer) - options)
+
+
+@pytest.mark.slow
+def test_grpo_with_lora_trains_only_the_adapter(tiny, tmp_path):
+    config = tmp_path / "lora.yaml"
+    lora = "model: {path: results/tiny-lm, lora: {r: 4, lora_alpha: 8}}"
+    config.write_text(
+        SMOKE.read_text()
+        .replace("model: {path: results/tiny-lm}", lora)
+        .replace("max_steps: 3", "max_steps: 2")
+    )
+    train("grpo", "--config", str(config), "--model-path", str(tiny), "--output-dir", str(tmp_path / "out"))
+    saved = tmp_path / "out" / "final"
+    assert (saved / "adapter_config.json").exists() and (saved / "adapter_model.safetensors").exists()
+    assert json.loads((saved / "adapter_config.json").read_text())["r"] == 4
