@@ -164,6 +164,11 @@ class LLMSpec:
         return TransformersBackend(self.model)
 
 
+def answered_entries(log: QueryLog) -> dict[str, dict[str, Any]]:
+    """The log's answered entries (``status == "ok"``) by key."""
+    return {line["key"]: line for line in log.lines() if line.get("status") == "ok"}
+
+
 def tool_view(planned: Any) -> dict[str, Any]:
     """What a tool run sees of a planned query's record: its public view and the prompt's index offset."""
     from agents.sandbox import record_view
@@ -178,17 +183,24 @@ class LLMAgent:
         spec: the model and how to ask it.
         log: the resumable query log (shared by several agents if need be: keys name the model).
         backend: a ready backend (default: ``spec.make_backend()``, made on first use).
+        answered: the answered entries of ``log`` by key, if the caller holds them already (agents
+            made one after another on the same log share one dict instead of each reading the log);
+            new answers are added to it.
     """
 
-    def __init__(self, spec: LLMSpec, log: QueryLog, backend: Backend | None = None) -> None:
+    def __init__(
+        self,
+        spec: LLMSpec,
+        log: QueryLog,
+        backend: Backend | None = None,
+        answered: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         self.spec = spec
         self.log = log
         self._backend = backend
         self.stats = RunStats()
         self.failed = 0  # records with no successful answer, over all cells so far
-        self._answered: dict[str, dict[str, Any]] = {
-            line["key"]: line for line in log.lines() if line.get("status") == "ok"
-        }
+        self._answered = answered if answered is not None else answered_entries(log)
         self.pool = None
         if spec.tools:  # refuse now, before any query, where the sandbox cannot run
             from agents.sandbox import Sandbox, SandboxPool
@@ -286,4 +298,4 @@ class VLLMServerPolicy(LLMAgent):
         super().__init__(LLMSpec(model=model, backend="vllm", base_urls=tuple(base_urls), **spec), log)
 
 
-__all__ = ["LLMAgent", "LLMSpec", "LLM_BACKENDS", "SERVED_BACKENDS", "VLLMServerPolicy"]
+__all__ = ["LLMAgent", "LLMSpec", "LLM_BACKENDS", "SERVED_BACKENDS", "VLLMServerPolicy", "answered_entries"]

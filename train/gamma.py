@@ -26,7 +26,7 @@ from transformers import TrainerCallback
 
 from agents.evaluate import Grid, evaluate, grid_cells
 from agents.llm import SamplingParams, TransformersBackend
-from agents.llm_agent import LLMAgent, LLMSpec
+from agents.llm_agent import LLMAgent, LLMSpec, answered_entries
 from agents.llm_eval import QueryLog
 from gf2env.errors import GF2ConfigError
 from gf2env.results import SUMMARY_COLUMNS, summarize
@@ -176,6 +176,7 @@ class GammaCallback(TrainerCallback):
         self.curriculum, self.name = curriculum, name
         self.gamma_log = GammaLog(out_dir)
         self.log = QueryLog(self.gamma_log.out_dir / "gamma_queries.jsonl")
+        self.answered = answered_entries(self.log)  # read once; every evaluation's agent adds to it
 
     # -------------------------------------------------------------- TrainerCallback hooks
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **_: Any) -> None:
@@ -203,7 +204,7 @@ class GammaCallback(TrainerCallback):
         model.eval()
         try:
             backend = TransformersBackend.from_loaded(model, self.tokenizer, llm.model, spec.batch_size)
-            agent = LLMAgent(llm, self.log, backend=backend)
+            agent = LLMAgent(llm, self.log, backend=backend, answered=self.answered)
             evaluation = evaluate([agent], grid_cells(spec.grid(self.task)), progress=False)
         finally:
             model.train(was_training)
