@@ -60,17 +60,11 @@ class Estimate:
     argmax_accuracy: np.ndarray | None  # [truth among the maxima] / tie size
 
 
-class Estimator:
-    """Base class: subclasses implement :meth:`log_weights` and set ``name``."""
-
-    name = "estimator"
-
-    def log_weights(self, batch: StepBatch, rng: np.random.Generator | None = None) -> np.ndarray:
-        """(R, C) unnormalised log posterior (``-inf`` for impossible candidates)."""
-        raise NotImplementedError
+class ChecksSupport:
+    """``supports`` answered by ``check``: an agent supports a setting its ``check`` accepts."""
 
     def check(self, p: int, d: int, K: int, g: int) -> None:
-        """Raise :class:`GF2ConfigError` if this estimator cannot run at ``(p, d, K, g)``."""
+        """Raise :class:`GF2ConfigError` if this agent cannot run at ``(p, d, K, g)``."""
 
     def supports(self, p: int, d: int, K: int, g: int) -> bool:
         try:
@@ -78,6 +72,16 @@ class Estimator:
         except GF2ConfigError:
             return False
         return True
+
+
+class Estimator(ChecksSupport):
+    """Base class: subclasses implement :meth:`log_weights` and set ``name``."""
+
+    name = "estimator"
+
+    def log_weights(self, batch: StepBatch, rng: np.random.Generator | None = None) -> np.ndarray:
+        """(R, C) unnormalised log posterior (``-inf`` for impossible candidates)."""
+        raise NotImplementedError
 
     def posterior(self, batch: StepBatch, rng: np.random.Generator | None = None) -> np.ndarray:
         """(R, C) posterior probabilities."""

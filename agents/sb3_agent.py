@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agents.estimators import Estimate
+from agents.estimators import ChecksSupport, Estimate
 from gf2env.errors import GF2ConfigError
 from gf2env.records import Record
 
@@ -89,7 +89,7 @@ def observations(records: list[Record], n: int) -> dict[str, np.ndarray]:
     }
 
 
-class SB3Agent:
+class SB3Agent(ChecksSupport):
     """A trained SB3 policy behind the estimators' interface (see the module docs)."""
 
     def __init__(self, spec: SB3Spec, model: Any = None) -> None:
@@ -114,13 +114,6 @@ class SB3Agent:
             )
         if g >= self.n:
             raise GF2ConfigError(f"{self.name} was trained with n={self.n} terms; depth g={g} needs n > g.")
-
-    def supports(self, p: int, d: int, K: int, g: int) -> bool:
-        try:
-            self.check(p, d, K, g)
-        except GF2ConfigError:
-            return False
-        return True
 
     def action_probabilities(self, obs: dict[str, np.ndarray]) -> np.ndarray | None:
         """(R, C) action probabilities of a stochastic policy, ``None`` for a value-based one."""
