@@ -1,9 +1,10 @@
-"""Agents that play GF2Recon: the paper's classical estimators and (later) LLM policies."""
+"""Agents that play GF2Recon: the paper's estimators, SB3 checkpoints and LLM policies (``agents.llm``)."""
 
+from agents.base import Estimate
+from agents.estimator_policy import EstimatorPolicy
 from agents.estimators import (
     DataOnly,
     Diligent,
-    Estimate,
     Estimator,
     HistoryOnly,
     IntersectionDecoder,
@@ -11,7 +12,6 @@ from agents.estimators import (
     Partial,
     make_estimator,
 )
-from agents.policy import EstimatorPolicy
 
 __all__ = [
     "DataOnly",

@@ -3,7 +3,7 @@
 Each estimator maps a :class:`~gf2env.posterior.StepBatch` to log weights over the ``C(p, d-1)``
 candidates (uniform prior), from which :meth:`Estimator.evaluate` reports, per step, γ (posterior
 mass on the truth), the argmax action with ties broken by a generator, the tie size and the
-ties-split argmax accuracy. :class:`agents.policy.EstimatorPolicy` plays any of them on the env.
+ties-split argmax accuracy. :class:`agents.estimator_policy.EstimatorPolicy` plays any of them on the env.
 
 =========== ============================================================================
 name        estimator
@@ -24,10 +24,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from math import comb, floor
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from agents.base import Cell, ChecksSupport, Estimate
 from gf2env.errors import GF2ConfigError
 from gf2env.posterior import (
     EXACT_WORK_LIMIT,
@@ -44,34 +44,7 @@ from gf2env.posterior import (
     sample_actions,
 )
 
-if TYPE_CHECKING:
-    from agents.evaluate import Cell
-
 LIKELIHOODS = ("composite", "exact")
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """Per-step results of an estimator on a batch (arrays of length R)."""
-
-    action: np.ndarray  # argmax, ties broken with the generator
-    tie_size: np.ndarray  # candidates sharing the maximum
-    gamma: np.ndarray | None  # posterior mass on the truth (None when the truth is unknown)
-    argmax_accuracy: np.ndarray | None  # [truth among the maxima] / tie size
-
-
-class ChecksSupport:
-    """``supports`` answered by ``check``: an agent supports a setting its ``check`` accepts."""
-
-    def check(self, p: int, d: int, K: int, g: int) -> None:
-        """Raise :class:`GF2ConfigError` if this agent cannot run at ``(p, d, K, g)``."""
-
-    def supports(self, p: int, d: int, K: int, g: int) -> bool:
-        try:
-            self.check(p, d, K, g)
-        except GF2ConfigError:
-            return False
-        return True
 
 
 class Estimator(ChecksSupport):
@@ -109,7 +82,7 @@ class Estimator(ChecksSupport):
         )
 
     def answer(self, cell: Cell, rng: np.random.Generator) -> Estimate:
-        """:meth:`evaluate` on a cell's batch: the interface :func:`agents.evaluate.evaluate` uses."""
+        """:meth:`evaluate` on a cell's batch: the interface :func:`agents.harness.evaluate.evaluate` uses."""
         return self.evaluate(cell.batch, rng)
 
     def sample(self, batch: StepBatch, rng: np.random.Generator) -> np.ndarray:
@@ -280,7 +253,6 @@ def make_estimator(spec: str) -> Estimator:
 __all__ = [
     "DataOnly",
     "Diligent",
-    "Estimate",
     "Estimator",
     "HistoryOnly",
     "IntersectionDecoder",

@@ -19,16 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from agents.estimators import ChecksSupport, Estimate
+from agents.base import Cell, ChecksSupport, Estimate
 from gf2env.errors import GF2ConfigError
 from gf2env.records import Record
-
-if TYPE_CHECKING:
-    from agents.evaluate import Cell
 
 SB3_ALGOS = ("ppo", "a2c", "dqn")
 

@@ -17,8 +17,8 @@ import statistics
 from table import write_csv
 
 from gf2env.oracle import TaskConfig
-from gf2env.prompt import PROMPT_IDS, render_prompt
 from gf2env.records import generate_record
+from gf2env.text.prompt import PROMPT_IDS, render_prompt
 
 DEPTHS = (0, 1, 3, 7, 15, 31, 63, 127)
 

@@ -30,7 +30,7 @@ if "GF2Recon-v0" not in registry:
         vector_entry_point="gf2env.vector:GF2ReconVectorEnv",
     )
 if "GF2ReconText-v0" not in registry:
-    register(id="GF2ReconText-v0", entry_point="gf2env.text_env:GF2ReconTextEnv")
+    register(id="GF2ReconText-v0", entry_point="gf2env.text.text_env:GF2ReconTextEnv")
 
 __all__ = [
     "Evidence",

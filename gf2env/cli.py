@@ -134,11 +134,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compare_config(args: argparse.Namespace, default_grid=None):  # -> agents.compare.CompareConfig
+def _compare_config(args: argparse.Namespace, default_grid=None):  # -> agents.harness.compare.CompareConfig
     from pathlib import Path
 
-    from agents.compare import CompareConfig, default_config, load_config
-    from agents.evaluate import Grid
+    from agents.harness.compare import CompareConfig, default_config, load_config
+    from agents.harness.grid import Grid
 
     grid_flags = {
         "p": args.p,
@@ -187,7 +187,7 @@ def _compare_config(args: argparse.Namespace, default_grid=None):  # -> agents.c
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from agents.compare import print_report, run_compare
+    from agents.harness.compare import print_report, run_compare
 
     report = run_compare(_compare_config(args), progress=not args.quiet)
     print_report(report)
@@ -196,10 +196,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """An LLM (served or local) or estimators on a grid or records file; LLM queries are logged and resume."""
-    from agents.compare import print_report, run_compare
-    from agents.evaluate import Grid
-    from agents.llm import SamplingParams
-    from agents.llm_agent import LLM_BACKENDS, SERVED_BACKENDS, LLMSpec
+    from agents.harness.compare import print_report, run_compare
+    from agents.harness.grid import Grid
+    from agents.llm.agent import LLM_BACKENDS, SERVED_BACKENDS, LLMSpec
+    from agents.llm.backends import SamplingParams
 
     args.config, args.level = None, None
     if args.agent not in LLM_BACKENDS:  # estimators: the same run as gf2 compare
@@ -249,8 +249,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from gf2env.plots import write_figures
-    from gf2env.results import read_results_csv, read_summary_csv, summarize
+    from gf2env.report.plots import write_figures
+    from gf2env.report.results import read_results_csv, read_summary_csv, summarize
 
     path = Path(args.table)
     header = path.read_text().split("\n", 1)[0].split(",") if path.exists() else []
@@ -266,9 +266,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_fit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from agents.compare import fit_agents
-    from gf2env.fit import DCurve, write_fits_csv
-    from gf2env.results import read_results_csv
+    from agents.harness.compare import fit_agents
+    from gf2env.report.fit import DCurve, write_fits_csv
+    from gf2env.report.results import read_results_csv
 
     path = Path(args.results)
     if not path.exists():
@@ -282,7 +282,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     curve_path = Path(args.curve) if args.curve else None
     curve = DCurve.read_csv(curve_path) if curve_path is not None and curve_path.exists() else None
     if curve is None and curve_path is not None:  # simulate it once here, to cache it
-        from agents.evaluate import simulate_d_curve
+        from agents.harness.evaluate import simulate_d_curve
         from gf2env.oracle import TaskConfig
 
         p, d, K, sampling = settings[0]

@@ -13,7 +13,7 @@ from gf2env.combinatorics import check_support, rank_support, unrank_support
 from gf2env.errors import GF2ConfigError, InvalidActionError
 from gf2env.oracle import Evidence, Instance, TaskConfig, draw_evidence, draw_instance
 from gf2env.posterior import StepBatch, bayes_ceiling
-from gf2env.prompt import render_paper_prompt
+from gf2env.text.prompt import render_paper_prompt
 
 STEP_MODES = ("reveal", "terminate", "retry")
 DEFAULT_MAX_ATTEMPTS = 10

@@ -126,7 +126,7 @@ class StepBatch:
         shapes = {(r.p, r.d, r.K, r.g) for r in records}
         if len(shapes) != 1:
             raise ValueError(
-                f"Records mix (p, d, K, g) = {sorted(shapes)}; group them first (agents.evaluate does)."
+                f"Records mix (p, d, K, g) = {sorted(shapes)}; group them first (agents.harness.grid does)."
             )
         p, d, _, g = shapes.pop()
         if g:

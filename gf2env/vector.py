@@ -147,7 +147,7 @@ class GF2ReconVectorEnv(VectorEnv):
     def reset_now(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         """Reset sub-envs ``idx`` at once (their generators continue) instead of on the next step,
         cancelling their pending autoreset; returns the whole batch's observation. This is what
-        stable-baselines3's same-step autoreset needs (:class:`gf2env.sb3.SB3VecEnv`)."""
+        stable-baselines3's same-step autoreset needs (:class:`gf2env.integrations.sb3_vec_env.SB3VecEnv`)."""
         idx = np.asarray(idx, dtype=np.int64)
         if len(idx):
             self._reset_envs(idx, None, self.start_depth)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from fault_server import FaultServer
+
+from tests.fault_server import FaultServer
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 The server speaks the chat and completions APIs; the first path segment picks its behaviour
 (``ok``, ``fail500``, ``slow``, ``garbage``, ``bad400``), and faults hit only a query's first
 attempt unless the mode ends in ``-always``. ``solver`` plays a model in tool mode: its first reply
-is ``agents.tool_solvers.DILIGENT_SOLVER`` in a fenced block, and once it has seen the code's
+is ``train.tool_solvers.DILIGENT_SOLVER`` in a fenced block, and once it has seen the code's
 output it replies with the last boxed answer of that output (after an error, it sends the solver).
 ``solver-buggy`` starts with code that fails. ``tests/conftest.py`` serves it as the ``server``
 fixture.
@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from agents.tool_solvers import DILIGENT_SOLVER
+from train.tool_solvers import DILIGENT_SOLVER
 
 SOLVER = DILIGENT_SOLVER
 

@@ -1,6 +1,6 @@
 """Real OpenAI-compatible servers for tests: vLLM on CPU and ``transformers serve``, started and stopped.
 
-Not a test file. A test imports it as ``from servers import ...`` (pytest puts ``tests/`` on the path)::
+Not a test file. A test imports it as ``from tests.servers import ...``::
 
     with vllm_or_skip(model_dir) as server:
         httpx.post(server.base_url + "/v1/completions", json={"model": server.model, ...})
@@ -31,7 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.paths import REPO  # noqa: E402
+
 VLLM_PYTHON_ENV = "GF2_VLLM_PYTHON"
 REQUIRE_VLLM_ENV = "GF2_REQUIRE_VLLM"
 DEFAULT_VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"

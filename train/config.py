@@ -36,7 +36,7 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if not self.path:
-            raise GF2ConfigError("model.path is empty; give a local model folder (e.g. from agents.tiny_lm).")
+            raise GF2ConfigError("model.path is empty; give a local model folder (e.g. from train.tiny_lm).")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise GF2ConfigError(f"model.dtype={self.dtype!r} is not float32, bfloat16 or float16.")
 

@@ -18,8 +18,8 @@ import numpy as np
 
 from gf2env.errors import GF2ConfigError
 from gf2env.oracle import SAMPLING_MODES, TaskConfig
-from gf2env.prompt import PROMPT_IDS, render_prompt
 from gf2env.records import Record, generate_record
+from gf2env.text.prompt import PROMPT_IDS, render_prompt
 from train.curriculum import Curriculum
 
 

@@ -1,14 +1,14 @@
 """γ_g while training: every N steps, the current policy on a fixed held-out set at each depth.
 
-The held-out set is the evaluation harness's own grid (:class:`agents.evaluate.Grid`) with its own
+The held-out set is the evaluation harness's own grid (:class:`agents.harness.grid.Grid`) with its own
 seed (``eval_seed``, recorded in every row; training prompts use the run's ``seed``, a different
 key of the record generator, so the held-out records are not the training ones). The policy is
-asked through :class:`agents.llm_agent.LLMAgent` over the live model
-(:meth:`agents.llm.TransformersBackend.from_loaded`), so prompts, scoring and Jeffreys intervals are
+asked through :class:`agents.llm.agent.LLMAgent` over the live model
+(:meth:`agents.llm.backends.TransformersBackend.from_loaded`), so prompts, scoring and Jeffreys intervals are
 the ones ``gf2 eval`` uses; its queries go to ``gamma_queries.jsonl`` (one model name a step).
 
 Rows go to ``gamma.csv`` (always): step, the curriculum's active depths, and the summary columns of
-:func:`gf2env.results.summarize` per depth. Scalars also go to TensorBoard (when installed), and to
+:func:`gf2env.report.results.summarize` per depth. Scalars also go to TensorBoard (when installed), and to
 trackio / W&B when a run of theirs is active. At the end, ``gamma_vs_step.png`` (γ_g against step,
 a line a depth) and ``gamma_vs_depth.png`` (γ_g against g at the first and last evaluation).
 """
@@ -24,12 +24,13 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from agents.evaluate import Grid, evaluate, grid_cells
-from agents.llm import SamplingParams, TransformersBackend
-from agents.llm_agent import LLMAgent, LLMSpec, answered_entries
-from agents.llm_eval import QueryLog
+from agents.harness.evaluate import evaluate
+from agents.harness.grid import Grid, grid_cells
+from agents.llm.agent import LLMAgent, LLMSpec, answered_entries
+from agents.llm.backends import SamplingParams, TransformersBackend
+from agents.llm.query_log import QueryLog
 from gf2env.errors import GF2ConfigError
-from gf2env.results import SUMMARY_COLUMNS, summarize
+from gf2env.report.results import SUMMARY_COLUMNS, summarize
 from train.curriculum import Curriculum
 from train.data import TaskSpec
 
@@ -49,7 +50,7 @@ class GammaEvalSpec:
     max_tokens: int = 64
     samples: int = 1
     level: float = 0.95
-    batch_size: int = 16  # queries a generate call (see agents.llm.TransformersBackend)
+    batch_size: int = 16  # queries a generate call (see agents.llm.backends.TransformersBackend)
 
     def __post_init__(self) -> None:
         if self.every < 1:
@@ -140,7 +141,7 @@ class GammaLog:
 
     def plot(self) -> list[Path]:
         """γ_g against step (a line a depth) and γ_g against depth at the first and last evaluation."""
-        from gf2env.plots import plot_gamma_vs_depth, plot_gamma_vs_step
+        from gf2env.report.plots import plot_gamma_vs_depth, plot_gamma_vs_step
 
         rows = read_gamma_csv(self.csv_path)
         if not rows:

@@ -10,7 +10,7 @@ next term, plus an optional format reward) → TRL's ``GRPOConfig`` (the config'
 on a machine without CUDA, CPU settings unless the config says otherwise) → callbacks (γ_g on the
 held-out set every ``gamma.every`` steps; the curriculum's state saved with each checkpoint) →
 ``GRPOTrainer.train``. With ``tools: true`` the model may call ``run_python`` / ``submit`` of
-:class:`agents.tool_env.GF2ToolEnvironment` (TRL's ``environment_factory``), the environment owns
+:class:`train.tool_env.GF2ToolEnvironment` (TRL's ``environment_factory``), the environment owns
 the reward, and the tool calls per completion are logged (``rewards/tool_calls/mean``).
 
 On GPU, set ``trainer: {use_vllm: true, vllm_mode: colocate}`` (or ``server`` with ``trl vllm-serve``)
@@ -145,7 +145,7 @@ def build_trainer(config: TrainConfig, resume: bool = False) -> tuple[Any, Path 
     environment_factory = None
     if config.tools:
         from agents.sandbox import Sandbox
-        from agents.tool_env import GF2ToolEnvironment
+        from train.tool_env import GF2ToolEnvironment
 
         sandbox = Sandbox()  # refuses to start where bubblewrap cannot run
 

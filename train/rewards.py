@@ -2,7 +2,7 @@
 
 The dataset rows of :mod:`train.data` carry the columns these read: ``target`` (payload indices of
 the next term), ``p`` and ``answer_offset`` (the prompt's index offset). Both rewards grade with
-the task's one scorer, :func:`gf2env.answers.score_answer`, so training and evaluation agree.
+the task's one scorer, :func:`gf2env.text.answers.score_answer`, so training and evaluation agree.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gf2env.answers import AnswerFailure, score_answer
+from gf2env.text.answers import AnswerFailure, score_answer
 
 
 def completion_text(completion: Any) -> str:

@@ -9,7 +9,8 @@ hyper-parameters per algorithm (``ppo:``, ``dqn:``, ``a2c:``, passed to its cons
 ``total_timesteps``, ``gamma`` (the held-out evaluation: depths, records a depth, every how many
 timesteps, ``eval_seed``), ``checkpoint_every`` (timesteps), ``seed`` and ``output_dir``.
 
-Top to bottom: the vector env (:class:`gf2env.sb3.SB3VecEnv`, sub-env ``i`` seeded ``seed + i``) →
+Top to bottom: the vector env (:class:`gf2env.integrations.sb3_vec_env.SB3VecEnv`, sub-env ``i``
+seeded ``seed + i``) →
 the algorithm with ``MultiInputPolicy`` (TensorBoard logs in ``output_dir/tensorboard``) →
 callbacks (γ_g on the harness's held-out grid through :class:`agents.sb3_agent.SB3Agent`, written
 by :class:`train.gamma.GammaLog`; checkpoints) → ``learn`` → ``output_dir/final.zip``, which
@@ -112,9 +113,10 @@ def make_gamma_callback(config: SB3Config) -> Any:
     """An SB3 callback that evaluates γ_g at the start, every ``gamma_every`` timesteps and at the end."""
     from stable_baselines3.common.callbacks import BaseCallback
 
-    from agents.evaluate import Grid, evaluate, grid_cells
+    from agents.harness.evaluate import evaluate
+    from agents.harness.grid import Grid, grid_cells
     from agents.sb3_agent import SB3Agent, SB3Spec
-    from gf2env.results import summarize
+    from gf2env.report.results import summarize
 
     env = config.env
     grid = Grid(depths=config.gamma_depths, trials=config.gamma_trials, p=(int(env.get("p", 12)),),
@@ -157,7 +159,7 @@ def build_model(config: SB3Config) -> Any:
     """The SB3 algorithm on the native vector env."""
     import stable_baselines3 as sb3
 
-    from gf2env.sb3 import SB3VecEnv
+    from gf2env.integrations.sb3_vec_env import SB3VecEnv
 
     env = SB3VecEnv(config.num_envs, **config.env)
     env.seed(config.seed)

@@ -7,7 +7,7 @@ The teacher is estimator A (prefix and data): for each training record it undoes
 every sample, keeps the candidates that explain every residual label, and answers the argmax (a
 uniformly chosen one among ties). Its completion is a one-line trace (how many residual labels are
 1: the samples whose payload contains the next term) and the boxed answer; with
-``sft.tools`` it is instead a fenced Python solver (:data:`agents.tool_solvers.DILIGENT_SOLVER`),
+``sft.tools`` it is instead a fenced Python solver (:data:`train.tool_solvers.DILIGENT_SOLVER`),
 what a tool-mode reply should look like. Records are prompt ``i`` of the run's seed, as in GRPO;
 the γ_g evaluation uses the held-out ``gamma.eval_seed``. The rest is TRL's ``SFTTrainer`` on
 prompt–completion pairs (loss on the completion only), the config's ``trainer`` mapping being
@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from agents.estimators import Diligent
-from agents.tool_solvers import DILIGENT_SOLVER
 from gf2env.combinatorics import unrank_support
 from gf2env.errors import GF2ConfigError
 from gf2env.posterior import StepBatch
@@ -31,6 +30,7 @@ from train.config import TrainConfig, config_from_args, run_parser
 from train.data import TaskSpec, prompt_row
 from train.gamma import GammaCallback
 from train.grpo import cpu_defaults, load_policy
+from train.tool_solvers import DILIGENT_SOLVER
 
 
 def residual_positives(record: Record) -> int:

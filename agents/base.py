@@ -1,0 +1,66 @@
+"""The agent contract: what every agent (estimator, SB3 policy, LLM) is asked and what it answers.
+
+:func:`agents.harness.evaluate.evaluate` hands an :class:`Agent` one :class:`Cell` (the records of
+one setting, batched) at a time and gets back an :class:`Estimate` (arrays over the cell's records).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from gf2env.errors import GF2ConfigError
+from gf2env.posterior import StepBatch
+from gf2env.records import Record
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The records of one setting, batched: what each result row says about its source."""
+
+    source: str
+    sampling: str
+    n: int
+    seed: int | None
+    trials: np.ndarray  # (R,) the records' trial indices
+    batch: StepBatch
+    records: tuple[Record, ...]  # the same steps as records (what a prompt is rendered from)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Per-step results of an estimator on a batch (arrays of length R)."""
+
+    action: np.ndarray  # argmax, ties broken with the generator
+    tie_size: np.ndarray  # candidates sharing the maximum
+    gamma: np.ndarray | None  # posterior mass on the truth (None when the truth is unknown)
+    argmax_accuracy: np.ndarray | None  # [truth among the maxima] / tie size
+
+
+class ChecksSupport:
+    """``supports`` answered by ``check``: an agent supports a setting its ``check`` accepts."""
+
+    def check(self, p: int, d: int, K: int, g: int) -> None:
+        """Raise :class:`GF2ConfigError` if this agent cannot run at ``(p, d, K, g)``."""
+
+    def supports(self, p: int, d: int, K: int, g: int) -> bool:
+        try:
+            self.check(p, d, K, g)
+        except GF2ConfigError:
+            return False
+        return True
+
+
+class Agent(Protocol):
+    """What :func:`evaluate` asks of an agent: estimators and :class:`agents.llm.agent.LLMAgent` alike."""
+
+    @property
+    def name(self) -> str: ...
+
+    def check(self, p: int, d: int, K: int, g: int) -> None: ...
+
+    def supports(self, p: int, d: int, K: int, g: int) -> bool: ...
+
+    def answer(self, cell: Cell, rng: np.random.Generator) -> Estimate: ...

@@ -1,0 +1,332 @@
+"""``gf2 compare``: agents × settings (or a records file) → results table, summary, figures.
+
+A comparison is described by a YAML file (``configs/*.yaml``) or the same keys on the command line::
+
+    agents: [A, B, B-exact, C, "D(g//2)", decoder]   # estimator names, and LLMs:
+    #   - llm: {backend: vllm, model: Qwen/Qwen3-8B, base_url: http://127.0.0.1:8000}  (agents.llm.agent)
+    #   - sb3: {path: results/sb3-ppo/final.zip, algo: ppo}                            (agents.sb3_agent)
+    grid: {p: [12], d: [4], K: [32], sampling: [adversarial],
+           depths: [0, 1, 3, 7], trials: 2000, seed: 0, n: g+1}
+    # or, instead of grid:  records: path/to/records.json
+    out: results/paper-estimators
+    level: 0.95          # Jeffreys interval level
+    plots: true
+
+:func:`run_compare` writes ``results.csv`` (one row per agent × record), ``summary.csv`` (per agent
+and setting, with Jeffreys intervals) and the figures that the settings support into ``out``; LLM
+agents also keep their resumable query log there (``queries.jsonl``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agents.harness.evaluate import Evaluation, evaluate, make_agents
+from agents.harness.grid import Grid, grid_cells, record_cells
+from agents.llm.agent import LLMAgent, LLMSpec
+from agents.llm.query_log import QueryLog
+from agents.sb3_agent import SB3Spec
+from gf2env.errors import GF2ConfigError
+from gf2env.records import read_records
+from gf2env.report.plots import write_figures
+from gf2env.report.results import format_summary, summarize, write_results_csv, write_summary_csv
+
+PER_DEPTH = "g+1"
+_TOP_KEYS = {"agents", "grid", "records", "out", "level", "plots", "fit", "description"}
+_GRID_KEYS = {"p", "d", "K", "sampling", "depths", "trials", "seed", "n"}
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """What to compare, on what, and where to write it (exactly one of ``grid`` and ``records``).
+
+    ``agents`` holds estimator names, :class:`~agents.llm.agent.LLMSpec` and
+    :class:`~agents.sb3_agent.SB3Spec` objects.
+    """
+
+    agents: tuple[str | LLMSpec | SB3Spec, ...]
+    grid: Grid | None = None
+    records: Path | None = None
+    out: Path = Path("results/compare")
+    level: float = 0.95
+    plots: bool = True
+    fit: bool = True
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.agents:
+            raise GF2ConfigError("No agents given; list at least one, e.g. agents: [A, B, C].")
+        if (self.grid is None) == (self.records is None):
+            raise GF2ConfigError("Give exactly one of grid and records (a records file to evaluate on).")
+        if not 0.0 < self.level < 1.0:
+            raise GF2ConfigError(f"level={self.level} is outside (0, 1); pass e.g. 0.95.")
+        make_agents([a for a in self.agents if isinstance(a, str)])  # validates the names
+        names = [a if isinstance(a, str) else a.label for a in self.agents]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise GF2ConfigError(
+                f"Agents {dupes} are listed twice; list each once (tell LLMs apart with name:)."
+            )
+
+    def with_overrides(self, **values: Any) -> CompareConfig:
+        """A copy with the given fields replaced (``None`` values are ignored)."""
+        return replace(self, **{k: v for k, v in values.items() if v is not None})
+
+
+def _as_tuple(value: Any, key: str, kind: type) -> tuple[Any, ...]:
+    items = value if isinstance(value, list | tuple) else [value]
+    for item in items:
+        if not isinstance(item, kind) or isinstance(item, bool):
+            raise GF2ConfigError(f"grid.{key} has {item!r}; expected {kind.__name__} values.")
+    return tuple(items)
+
+
+def grid_from_mapping(obj: dict[str, Any]) -> Grid:
+    """A :class:`Grid` from the ``grid:`` mapping of a config file."""
+    unknown = set(obj) - _GRID_KEYS
+    if unknown:
+        raise GF2ConfigError(f"grid has unknown keys {sorted(unknown)}; the keys are {sorted(_GRID_KEYS)}.")
+    for key in ("depths", "trials"):
+        if key not in obj:
+            raise GF2ConfigError(f"grid lacks {key!r}; e.g. depths: [0, 1, 3, 7] and trials: 500.")
+    n = obj.get("n", PER_DEPTH)
+    if n != PER_DEPTH and (not isinstance(n, int) or isinstance(n, bool)):
+        raise GF2ConfigError(f"grid.n={n!r} is neither an integer nor 'g+1'.")
+    return Grid(
+        depths=_as_tuple(obj["depths"], "depths", int),
+        trials=int(obj["trials"]),
+        p=_as_tuple(obj.get("p", 12), "p", int),
+        d=_as_tuple(obj.get("d", 4), "d", int),
+        K=_as_tuple(obj.get("K", 32), "K", int),
+        sampling=_as_tuple(obj.get("sampling", "adversarial"), "sampling", str),
+        seed=int(obj.get("seed", 0)),
+        n=None if n == PER_DEPTH else int(n),
+    )
+
+
+def agent_from_config(item: Any, path: Path) -> str | LLMSpec | SB3Spec:
+    """An ``agents:`` entry: an estimator name, ``{llm: {...}}`` (:class:`LLMSpec`) or ``{sb3: {...}}``
+    (:class:`SB3Spec`)."""
+    if isinstance(item, dict):
+        kind = next(iter(item)) if len(item) == 1 else None
+        if kind not in ("llm", "sb3") or not isinstance(item[kind], dict):
+            raise GF2ConfigError(
+                f"{path}: agent entry {item!r} is not an estimator name, {{llm: {{model: ...}}}} or "
+                "{sb3: {path: ...}}."
+            )
+        return LLMSpec.from_mapping(item["llm"]) if kind == "llm" else SB3Spec.from_mapping(item["sb3"])
+    return str(item)
+
+
+# What `gf2 compare` runs with no config and no agents: the README's main job (configs/paper-estimators.yaml
+# holds the same, to edit and copy). About 25 s on one core: 6 estimators x 8 depths x 2000 records + the fit.
+DEFAULT_CONFIG = """\
+description: >
+  The paper's estimator curves (its Figure 3): estimators A (diligent), B (data only, the paper's
+  composite likelihood), B-exact (exact data-only posterior, depths <= 3), C (history only),
+  D knowing g//2 terms, and the intersection decoder; p=12, d=4, K=32, adversarial payloads,
+  2000 records a depth.
+agents: [A, B, B-exact, C, "D(g//2)", decoder]
+grid:
+  p: [12]
+  d: [4]
+  K: [32]
+  sampling: [adversarial]
+  depths: [0, 1, 3, 7, 15, 31, 63, 127]
+  trials: 2000
+  seed: 0
+  n: g+1
+out: results/paper-estimators
+level: 0.95
+plots: true
+fit: true
+"""
+
+
+def default_config() -> CompareConfig:
+    """The embedded default comparison (:data:`DEFAULT_CONFIG`)."""
+    return config_from_mapping(yaml.safe_load(DEFAULT_CONFIG), Path("<default>"))
+
+
+def load_config(path: str | Path) -> CompareConfig:
+    """Read a comparison from YAML; unknown keys are errors, not ignored."""
+    path = Path(path)
+    if not path.exists():
+        raise GF2ConfigError(f"Config file {path} does not exist; see configs/ for the presets.")
+    return config_from_mapping(yaml.safe_load(path.read_text()), path)
+
+
+def config_from_mapping(obj: Any, path: Path) -> CompareConfig:
+    """A comparison from the mapping of a YAML file (``path`` names it in messages)."""
+    if not isinstance(obj, dict):
+        raise GF2ConfigError(f"{path} does not hold a mapping of keys (agents, grid, out, ...).")
+    unknown = set(obj) - _TOP_KEYS
+    if unknown:
+        raise GF2ConfigError(f"{path} has unknown keys {sorted(unknown)}; the keys are {sorted(_TOP_KEYS)}.")
+    agents = obj.get("agents", [])
+    if not isinstance(agents, list):
+        raise GF2ConfigError(f"{path}: agents must be a list, e.g. [A, B, C]; got {agents!r}.")
+    records = obj.get("records")
+    return CompareConfig(
+        agents=tuple(agent_from_config(a, path) for a in agents),
+        grid=grid_from_mapping(obj["grid"]) if "grid" in obj else None,
+        records=None if records is None else Path(records),
+        out=Path(obj.get("out", "results/compare")),
+        level=float(obj.get("level", 0.95)),
+        plots=bool(obj.get("plots", True)),
+        fit=bool(obj.get("fit", True)),
+        description=str(obj.get("description", "")),
+    )
+
+
+@dataclass
+class CompareReport:
+    """What a comparison wrote, and its summary rows."""
+
+    evaluation: Evaluation
+    summary: list[dict[str, Any]]
+    results_csv: Path
+    summary_csv: Path
+    figures: list[Path] = field(default_factory=list)
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # LLM agents' throughput and unanswered records
+    fits: list[Any] = field(default_factory=list)  # report.fit.EffectivePrefixFit, one per agent and setting
+    fit_csv: Path | None = None
+
+
+def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
+    """Evaluate, summarise and plot as ``config`` says; returns what was written."""
+    start = time.perf_counter()
+    llms = any(isinstance(a, LLMSpec) for a in config.agents)
+    log = QueryLog(config.out / "queries.jsonl") if llms else None
+    agents = make_agents(config.agents, log)
+    if config.grid is not None:
+        cells, total, seed = grid_cells(config.grid), config.grid.num_records, config.grid.seed
+    else:
+        assert config.records is not None
+        if not config.records.exists():
+            raise GF2ConfigError(f"Records file {config.records} does not exist.")
+        records = read_records(config.records)
+        cells, total, seed = record_cells(records, config.records.name), len(records), 0
+    evaluation = evaluate(agents, cells, seed=seed, total=total, progress=progress)
+    notes = [line for a in agents if isinstance(a, LLMAgent) for line in a.report()]
+    if any(isinstance(a, LLMAgent) and a.spec.tools for a in agents):
+        from agents.llm.tool_mode import format_tool_usage, tool_usage
+
+        assert log is not None
+        usage = tool_usage(log.lines())
+        if usage:
+            notes.append("tool use (the paper's classes):\n" + format_tool_usage(usage))
+    if not evaluation.rows:
+        why = evaluation.skipped_report() + notes
+        raise GF2ConfigError("No agent answered at any setting:\n" + "\n".join(why))
+    config.out.mkdir(parents=True, exist_ok=True)
+    results_csv = config.out / "results.csv"
+    summary_csv = config.out / "summary.csv"
+    write_results_csv(results_csv, evaluation.rows)
+    summary = summarize(evaluation.rows, level=config.level)
+    write_summary_csv(summary_csv, summary)
+    figures = write_figures(summary, config.out) if config.plots else []
+    fits: list[Any] = []
+    fit_csv = None
+    if config.fit:
+        from gf2env.report.fit import write_fits_csv
+
+        curve_seed = config.grid.seed + 1 if config.grid else 1  # D-curve records: not the evaluated ones
+        fits, why = fit_agents(evaluation.rows, seed=curve_seed, progress=progress)
+        notes.extend(why)
+        if fits:
+            fit_csv = config.out / "fit.csv"
+            write_fits_csv(fit_csv, fits)
+    seconds = time.perf_counter() - start
+    return CompareReport(
+        evaluation, summary, results_csv, summary_csv, figures, seconds, notes, fits, fit_csv
+    )
+
+
+def fit_agents(
+    rows: list[dict[str, Any]],
+    agents: list[str] | None = None,
+    value: str = "gamma",
+    curve: Any = None,
+    curve_trials: int = 500,
+    seed: int = 1,
+    progress: bool = True,
+) -> tuple[list[Any], list[str]]:
+    """The effective-prefix fit of every agent at every setting (p, d, K, sampling) with 2+ depths.
+
+    ``value`` is what counts as success at a record: ``gamma`` (the agent's probability of the
+    truth, the paper's metric and what the D curve holds; for LLMs the fraction of right answers)
+    or ``correct`` (its chosen action).
+
+    The D curve (estimator D knowing k of g terms) is simulated for each setting on records of
+    ``seed`` (``curve`` passes one in, for a single setting). Returns the fits and a line for each
+    setting or agent that could not be fitted, and why.
+    """
+    from agents.harness.evaluate import simulate_d_curve
+    from gf2env.oracle import TaskConfig
+    from gf2env.report.fit import DepthCounts, fit_effective_prefix
+
+    fits, notes = [], []
+    settings = sorted({(r["p"], r["d"], r["K"], r["sampling"]) for r in rows})
+    for p, d, K, sampling in settings:
+        here = [r for r in rows if (r["p"], r["d"], r["K"], r["sampling"]) == (p, d, K, sampling)]
+        depths = sorted({r["g"] for r in here})
+        if len(depths) < 2:
+            notes.append(f"note: no effective-prefix fit at p={p} d={d} K={K} {sampling}: one depth only")
+            continue
+        setting_curve = curve
+        if setting_curve is None:
+            mode = sampling if sampling != "unknown" else "adversarial"
+            config = TaskConfig(p=p, d=d, K=K, n=max(depths) + 1, sampling=mode)
+            setting_curve = simulate_d_curve(config, depths, curve_trials, seed=seed, progress=progress)
+        for agent in agents or list(dict.fromkeys(r["agent"] for r in here)):
+            mine = [r for r in here if r["agent"] == agent]
+            if not mine:
+                continue
+            try:
+                counts = DepthCounts.from_rows(mine, agent=agent, value=value)
+                fits.append(fit_effective_prefix(counts, setting_curve))
+            except GF2ConfigError as err:
+                notes.append(f"note: no effective-prefix fit for {agent} at p={p} d={d} K={K}: {err}")
+    return fits, notes
+
+
+def print_report(report: CompareReport) -> None:
+    """The summary table, the skips and the files written, for the terminal."""
+    print(format_summary(report.summary))
+    for line in report.notes:
+        print(line)
+    for line in report.evaluation.skipped_report():
+        print(f"note: {line}")
+    print(f"wrote {report.results_csv} ({len(report.evaluation.rows)} rows), {report.summary_csv}")
+    for fig in report.figures:
+        print(f"wrote {fig}")
+    if report.fits:
+        print("effective-prefix fit (k = u*g or k = min(v, g) known terms of estimator D):")
+        print(f"{'agent':<16} {'u':>6} {'v':>7} {'ΔAIC':>8}  preferred")
+        for fit in report.fits:
+            print(f"{fit.agent or '':<16} {fit.u:>6.3f} {fit.v:>7.2f} {fit.delta_aic:>8.1f}  {fit.preferred}")
+    if report.fit_csv is not None:
+        print(f"wrote {report.fit_csv} (effective-prefix fit of every agent)")
+    print(f"done in {report.seconds:.1f} s")
+
+
+__all__ = [
+    "CompareConfig",
+    "CompareReport",
+    "DEFAULT_CONFIG",
+    "agent_from_config",
+    "config_from_mapping",
+    "default_config",
+    "fit_agents",
+    "grid_from_mapping",
+    "load_config",
+    "print_report",
+    "run_compare",
+]

@@ -1,0 +1,148 @@
+"""Run agents over the cells of a grid or a records file (:mod:`agents.harness.grid`) and collect rows.
+
+:func:`evaluate` feeds each :class:`~gf2env.posterior.StepBatch` to every agent and returns one
+row per agent × record (``gf2env.report.results.RESULT_COLUMNS``). An agent that cannot run at a setting
+(the exact data-only posterior past its depth limit) is skipped there and the skip is reported.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from agents.base import Agent, Cell
+from agents.estimators import KnownTerms, Partial, make_estimator
+from agents.llm.agent import LLMAgent, LLMSpec
+from agents.llm.query_log import QueryLog
+from agents.sb3_agent import SB3Spec
+from gf2env.errors import GF2ConfigError
+from gf2env.oracle import TaskConfig
+from gf2env.posterior import StepBatch
+from gf2env.records import generate_record
+from gf2env.report.fit import DCurve
+
+
+@dataclass
+class Evaluation:
+    """Result rows, and the settings each agent was skipped at because it cannot run there."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    # (agent, setting) -> [(depth, why)]
+    skipped: dict[tuple[str, str], list[tuple[int, str]]] = field(default_factory=dict)
+
+    def skipped_report(self) -> list[str]:
+        """One line per agent and setting it was skipped at: the depths, and the first reason."""
+        return [
+            f"{agent} skipped at g = {', '.join(str(g) for g, _ in cases)} ({setting}): {cases[0][1]}"
+            for (agent, setting), cases in self.skipped.items()
+        ]
+
+
+def agent_rng(seed: int, agent: str, cell: Cell) -> np.random.Generator:
+    """The tie-breaking generator of ``agent`` on a cell: fixed by the seed, agent and setting."""
+    b = cell.batch
+    key = zlib.crc32(f"{agent}|{cell.source}|{cell.sampling}|{b.p}|{b.d}|{b.K}|{b.g}".encode())
+    return np.random.default_rng([seed, key])
+
+
+def evaluate(
+    agents: Sequence[Agent],
+    cells: Iterable[Cell],
+    seed: int = 0,
+    total: int | None = None,
+    progress: bool = True,
+) -> Evaluation:
+    """Every agent on every cell: one row per agent × record (``gf2env.report.results.RESULT_COLUMNS``)."""
+    out = Evaluation()
+    bar = tqdm(total=total, unit="rec", desc="records", disable=not progress)
+    for cell in cells:
+        b = cell.batch
+        for agent in agents:
+            if not agent.supports(b.p, b.d, b.K, b.g):
+                try:
+                    agent.check(b.p, b.d, b.K, b.g)
+                except GF2ConfigError as err:
+                    setting = f"{cell.source}, p={b.p} d={b.d} K={b.K} {cell.sampling}"
+                    out.skipped.setdefault((agent.name, setting), []).append((b.g, str(err)))
+                continue
+            est = agent.answer(cell, agent_rng(seed, agent.name, cell))
+            assert est.gamma is not None and b.target is not None
+            correct = est.action == b.target
+            for i in range(b.R):
+                if np.isnan(est.gamma[i]):  # an LLM query that failed: reported by the agent
+                    continue
+                out.rows.append(
+                    {
+                        "agent": agent.name,
+                        "source": cell.source,
+                        "sampling": cell.sampling,
+                        "p": b.p,
+                        "d": b.d,
+                        "K": b.K,
+                        "n": cell.n,
+                        "g": b.g,
+                        "trial": int(cell.trials[i]),
+                        "seed": cell.seed,
+                        "gamma": float(est.gamma[i]),
+                        "correct": int(correct[i]),
+                        "action": int(est.action[i]),
+                        "target": int(b.target[i]),
+                        "num_candidates": b.num_candidates,
+                    }
+                )
+        bar.update(b.R)
+    bar.close()
+    return out
+
+
+def make_agents(specs: Sequence[str | LLMSpec | SB3Spec], log: QueryLog | None = None) -> list[Agent]:
+    """Agents from estimator names (see :func:`agents.estimators.make_estimator`), LLM specs and SB3
+    checkpoints; no duplicate names. LLM agents share ``log``, the resumable query log (required if
+    there are any)."""
+    agents: list[Agent] = []
+    for spec in specs:
+        if isinstance(spec, SB3Spec):
+            from agents.sb3_agent import SB3Agent
+
+            agents.append(SB3Agent(spec))
+        elif isinstance(spec, LLMSpec):
+            if log is None:
+                raise GF2ConfigError(f"LLM agent {spec.label!r} needs a query log; pass log=QueryLog(path).")
+            agents.append(LLMAgent(spec, log))
+        else:
+            agents.append(make_estimator(spec))
+    names = [a.name for a in agents]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise GF2ConfigError(f"Agents {dupes} are listed twice; list each once.")
+    return agents
+
+
+def simulate_d_curve(
+    config: TaskConfig, depths: Sequence[int], trials: int, seed: int = 0, progress: bool = True
+) -> DCurve:
+    """Mean γ of estimator D (composite) knowing ``k = 0..g`` terms at each depth: the table the
+    effective-prefix fit interpolates. All ``k`` share the same records at a depth."""
+    table: dict[int, np.ndarray] = {}
+    for g in tqdm(sorted(set(depths)), desc="D curve", unit="depth", disable=not progress):
+        cfg = TaskConfig(p=config.p, d=config.d, K=config.K, n=g + 1, sampling=config.sampling, w=config.w)
+        batch = StepBatch.from_records([generate_record(cfg, g, t, seed) for t in range(trials)])
+        rng = np.random.default_rng([seed, g])
+        table[g] = np.array(
+            [Partial(KnownTerms(count=k)).evaluate(batch, rng).gamma.mean() for k in range(g + 1)]
+        )
+    return DCurve(depths=tuple(sorted(table)), table=table)
+
+
+__all__ = [
+    "Evaluation",
+    "agent_rng",
+    "evaluate",
+    "make_agents",
+    "simulate_d_curve",
+]

@@ -1,0 +1,123 @@
+"""The settings an evaluation covers, as cells of records: a :class:`Grid` or a records file.
+
+A :class:`Grid` names the settings (``p``, ``d``, ``K``, sampling mode, depths), the trials a depth
+and the seed; its records are the ones ``gf2 generate`` writes for the same seed (record ``trial``
+at depth ``g`` is a pure function of ``(seed, g, trial)``), so every agent sees the same steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agents.base import Cell
+from gf2env.errors import GF2ConfigError
+from gf2env.oracle import SAMPLING_MODES, TaskConfig
+from gf2env.posterior import StepBatch
+from gf2env.records import Record, generate_record
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Settings to evaluate on: every combination of ``p``, ``d``, ``K``, ``sampling`` and depth.
+
+    ``n`` is the number of terms an instance has: ``None`` for ``g + 1`` at each depth (only the
+    first ``g + 1`` matter to a step), or a fixed count larger than every depth.
+    """
+
+    depths: tuple[int, ...]
+    trials: int
+    p: tuple[int, ...] = (12,)
+    d: tuple[int, ...] = (4,)
+    K: tuple[int, ...] = (32,)
+    sampling: tuple[str, ...] = ("adversarial",)
+    seed: int = 0
+    n: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise GF2ConfigError(f"trials={self.trials} is less than the minimum 1; pass trials >= 1.")
+        if not self.depths or min(self.depths) < 0:
+            raise GF2ConfigError(f"depths={self.depths} must be a non-empty list of depths >= 0.")
+        for mode in self.sampling:
+            if mode not in SAMPLING_MODES:
+                raise GF2ConfigError(f"sampling={mode!r} is not one of {SAMPLING_MODES}.")
+        if self.n is not None and self.n <= max(self.depths):
+            raise GF2ConfigError(
+                f"n={self.n} terms leave no next term at depth {max(self.depths)}; pass n > "
+                f"{max(self.depths)} or n=None (g + 1 terms at each depth)."
+            )
+        for p in self.p:  # validate every setting up front, with TaskConfig's messages
+            for d in self.d:
+                for K in self.K:
+                    TaskConfig(p=p, d=d, K=K, n=max(self.depths) + 1)
+
+    def settings(self) -> Iterator[tuple[TaskConfig, int]]:
+        """``(config, g)`` for every cell of the grid, depth innermost."""
+        for sampling in self.sampling:
+            for p in self.p:
+                for d in self.d:
+                    for K in self.K:
+                        for g in self.depths:
+                            n = g + 1 if self.n is None else self.n
+                            yield TaskConfig(p=p, d=d, K=K, n=n, sampling=sampling), g
+
+    def records(self, config: TaskConfig, g: int) -> list[Record]:
+        """The ``trials`` records of one setting: record ``t`` is a pure function of (seed, g, t)."""
+        return [generate_record(config, g, t, self.seed) for t in range(self.trials)]
+
+    @property
+    def num_records(self) -> int:
+        return len(self.sampling) * len(self.p) * len(self.d) * len(self.K) * len(self.depths) * self.trials
+
+
+def grid_cells(grid: Grid) -> Iterator[Cell]:
+    """The grid's records, one :class:`Cell` a setting, generated deterministically."""
+    for config, g in grid.settings():
+        records = grid.records(config, g)
+        yield Cell(
+            "grid",
+            config.sampling,
+            config.n,
+            grid.seed,
+            np.arange(grid.trials),
+            StepBatch.from_records(records),
+            tuple(records),
+        )
+
+
+def sampling_of(record: Record) -> str:
+    """The sampling mode of a record: named in its ``exp``, else read off its payloads.
+
+    One payload weight throughout is ``"adversarial"``; the all-ones payload followed by the
+    one-bit-cleared ones is ``"diagnostic"``; anything else is ``"unknown"`` (uniform payloads
+    cannot be told apart from a mix with certainty).
+    """
+    named = [mode for mode in SAMPLING_MODES if mode in record.exp]
+    if len(named) == 1:
+        return named[0]
+    weights = record.payload.sum(axis=1)
+    head = min(record.K, record.p + 1)
+    diagnostic = np.ones((record.p + 1, record.p), dtype=np.uint8)
+    diagnostic[np.arange(1, record.p + 1), np.arange(record.p)] = 0
+    if head > 1 and np.array_equal(record.payload[:head], diagnostic[:head]):
+        return "diagnostic"
+    if len(set(weights.tolist())) == 1 and record.K > 1:
+        return "adversarial"
+    return "unknown"
+
+
+def record_cells(records: Sequence[Record], source: str) -> Iterator[Cell]:
+    """Records grouped by ``(sampling, p, d, K, n, g)``; ``trial`` is a record's position in the file."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, rec in enumerate(records):
+        groups.setdefault((sampling_of(rec), rec.p, rec.d, rec.K, rec.n, rec.g), []).append(i)
+    for (sampling, *_, n, _g), idx in groups.items():
+        group = tuple(records[i] for i in idx)
+        yield Cell(source, sampling, n, None, np.array(idx), StepBatch.from_records(group), group)
+
+
+__all__ = ["Grid", "grid_cells", "record_cells", "sampling_of"]

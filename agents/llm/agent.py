@@ -1,0 +1,298 @@
+"""A language model as an agent of the harness: the estimators' interface, answered by queries.
+
+:class:`LLMSpec` describes the model (backend, where it is served, prompt, sampling, samples a
+record) and is what a ``gf2 compare`` config lists next to estimator names::
+
+    agents:
+      - A
+      - B
+      - llm: {name: qwen3-8b, backend: vllm, model: Qwen/Qwen3-8B,
+              base_url: [http://127.0.0.1:8000, http://127.0.0.1:8001],
+              prompt: paper-v1, temperature: 0.6, max_tokens: 32768, samples: 1}
+
+:class:`LLMAgent` (or :class:`VLLMServerPolicy`, the same for OpenAI-compatible servers) has the
+estimators' ``name`` / ``check`` / ``supports`` / ``answer(cell, rng)``, so
+:func:`agents.harness.evaluate.evaluate` runs it on the same cells and writes the same rows. Its queries go
+through the resumable log of :mod:`agents.llm.query_log` (``queries.jsonl`` in the output directory):
+a record's queries already answered there are not asked again. A record's ``gamma`` is the
+fraction of its samples answered correctly; its ``action`` is the first sample's parsed answer
+(``-1`` when that is not a well-formed term). A record none of whose queries succeeded (after
+retries) has no row; the count is reported, and running again asks those queries again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from agents.base import Cell, Estimate
+from agents.llm.backends import APIS, Backend, OpenAICompatibleBackend, SamplingParams
+from agents.llm.query_log import QueryLog, RunStats, entry_action, log_entry, plan_queries
+from gf2env.errors import GF2ConfigError
+from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS
+
+SERVED_BACKENDS = ("vllm", "openai")  # OpenAI-compatible servers (vllm serve, transformers serve, ...)
+LLM_BACKENDS = (*SERVED_BACKENDS, "vllm-offline", "transformers")
+
+
+@dataclass(frozen=True)
+class LLMSpec:
+    """A language model to evaluate, and how to ask it.
+
+    Args:
+        model: the served model's name (``vllm``/``openai``), or a model folder or hub name
+            (``vllm-offline``, ``transformers``).
+        backend: one of :data:`LLM_BACKENDS`.
+        base_urls: server roots, one per replica (served backends only).
+        name: the agent's name in results (default: ``model``).
+        prompt_id: ``paper-v1`` or ``compact-v1``.
+        api: ``chat`` (``/v1/chat/completions``) or ``completions`` (plain prompt, base models).
+        samples: answers asked a record, each with its own seed.
+        sampling: temperature, top-p, max tokens, stop strings.
+        concurrency, timeout, retries: requests in flight per server, seconds a request may take,
+            retries of a failing request (served backends).
+        engine_args: keyword arguments of ``vllm.LLM`` (``vllm-offline``), e.g. ``max_model_len``.
+        tools: tool mode (:mod:`agents.llm.tool_mode`): the model's code runs in the sandbox, its output
+            comes back, up to ``max_revisions`` revisions (chat API only).
+        max_revisions: revision turns after the first run (the paper's budget: 10).
+        isolation: the sandbox's isolation, ``"bwrap"``; ``"UNSAFE-rlimits-only"`` is the explicit
+            opt-in to run without namespaces where bubblewrap cannot run.
+    """
+
+    model: str
+    backend: str = "vllm"
+    base_urls: tuple[str, ...] = ()
+    name: str | None = None
+    prompt_id: str = PAPER_PROMPT_ID
+    api: str = "chat"
+    samples: int = 1
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    concurrency: int = 8
+    timeout: float = 600.0
+    retries: int = 4
+    engine_args: tuple[tuple[str, Any], ...] = ()
+    tools: bool = False
+    max_revisions: int = 10
+    isolation: str = "bwrap"
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise GF2ConfigError("An LLM agent needs model: the served model's name or a model folder.")
+        if self.backend not in LLM_BACKENDS:
+            raise GF2ConfigError(f"backend={self.backend!r} is not one of {LLM_BACKENDS}.")
+        if self.backend in SERVED_BACKENDS and not self.base_urls:
+            raise GF2ConfigError(
+                f"backend {self.backend!r} needs base_url (one per replica), e.g. http://127.0.0.1:8000."
+            )
+        if self.backend not in SERVED_BACKENDS and self.base_urls:
+            raise GF2ConfigError(f"backend {self.backend!r} runs the model here; drop base_url.")
+        if self.engine_args and self.backend != "vllm-offline":
+            raise GF2ConfigError("engine_args are for backend vllm-offline only; drop them.")
+        if self.prompt_id not in PROMPT_IDS:
+            raise GF2ConfigError(f"prompt={self.prompt_id!r} is unknown; pass one of {PROMPT_IDS}.")
+        if self.api not in APIS:
+            raise GF2ConfigError(f"api={self.api!r} is not one of {APIS}.")
+        if self.samples < 1:
+            raise GF2ConfigError(f"samples={self.samples} is less than the minimum 1.")
+        if self.concurrency < 1:
+            raise GF2ConfigError(f"concurrency={self.concurrency} is less than the minimum 1.")
+        if self.retries < 0:
+            raise GF2ConfigError(f"retries={self.retries} is negative; pass 0 or more.")
+        if self.tools and self.api != "chat":
+            raise GF2ConfigError("Tool mode is a conversation; it needs api='chat', not 'completions'.")
+        if self.max_revisions < 0:
+            raise GF2ConfigError(f"max_revisions={self.max_revisions} is negative; pass 0 or more.")
+
+    @property
+    def mode(self) -> dict[str, Any] | None:
+        """What, besides prompt and sampling, a query's answer depends on (hashed into its key)."""
+        if not self.tools:
+            return None
+        from agents.llm.tool_mode import TOOL_PROMPT_ID
+
+        return {"tools": TOOL_PROMPT_ID, "max_revisions": self.max_revisions}
+
+    @property
+    def label(self) -> str:
+        return self.name or self.model
+
+    @classmethod
+    def from_mapping(cls, obj: dict[str, Any]) -> LLMSpec:
+        """From the ``llm:`` mapping of a config file (sampling keys inline); unknown keys are errors."""
+        sampling_keys = {f.name for f in fields(SamplingParams)}
+        keys = {f.name for f in fields(cls)} - {"sampling", "base_urls", "prompt_id", "engine_args"}
+        allowed = keys | sampling_keys | {"base_url", "prompt", "engine_args"}
+        unknown = set(obj) - allowed
+        if unknown:
+            raise GF2ConfigError(f"llm has unknown keys {sorted(unknown)}; the keys are {sorted(allowed)}.")
+        urls = obj.get("base_url", ())
+        urls = (urls,) if isinstance(urls, str) else tuple(urls)
+        engine_args = obj.get("engine_args", {})
+        if not isinstance(engine_args, dict):
+            raise GF2ConfigError(f"llm.engine_args must be a mapping; got {engine_args!r}.")
+        sampling = {k: obj[k] for k in sampling_keys if k in obj}
+        if "stop" in sampling:
+            stop = sampling["stop"]
+            sampling["stop"] = (stop,) if isinstance(stop, str) else tuple(stop)
+        return cls(
+            base_urls=urls,
+            prompt_id=obj.get("prompt", PAPER_PROMPT_ID),
+            sampling=SamplingParams(**sampling),
+            engine_args=tuple(sorted(engine_args.items())),
+            **{k: obj[k] for k in keys if k in obj},
+        )
+
+    def make_backend(self) -> Backend:
+        """The backend this spec names (loads the model for the local backends)."""
+        if self.backend in SERVED_BACKENDS:
+            return OpenAICompatibleBackend(
+                self.base_urls, self.model, self.concurrency, self.timeout, self.retries
+            )
+        if self.backend == "vllm-offline":
+            from agents.llm.backends import VLLMEngineBackend
+
+            return VLLMEngineBackend(self.model, **dict(self.engine_args))
+        from agents.llm.backends import TransformersBackend
+
+        return TransformersBackend(self.model)
+
+
+def answered_entries(log: QueryLog) -> dict[str, dict[str, Any]]:
+    """The log's answered entries (``status == "ok"``) by key."""
+    return {line["key"]: line for line in log.lines() if line.get("status") == "ok"}
+
+
+def tool_view(planned: Any) -> dict[str, Any]:
+    """What a tool run sees of a planned query's record: its public view and the prompt's index offset."""
+    from agents.sandbox import record_view
+
+    return {**record_view(planned.record), "answer_offset": planned.query.prompt.answer_offset}
+
+
+class LLMAgent:
+    """A language model behind the estimators' interface (see the module docs).
+
+    Args:
+        spec: the model and how to ask it.
+        log: the resumable query log (shared by several agents if need be: keys name the model).
+        backend: a ready backend (default: ``spec.make_backend()``, made on first use).
+        answered: the answered entries of ``log`` by key, if the caller holds them already (agents
+            made one after another on the same log share one dict instead of each reading the log);
+            new answers are added to it.
+    """
+
+    def __init__(
+        self,
+        spec: LLMSpec,
+        log: QueryLog,
+        backend: Backend | None = None,
+        answered: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.log = log
+        self._backend = backend
+        self.stats = RunStats()
+        self.failed = 0  # records with no successful answer, over all cells so far
+        self._answered = answered if answered is not None else answered_entries(log)
+        self.pool = None
+        if spec.tools:  # refuse now, before any query, where the sandbox cannot run
+            from agents.sandbox import Sandbox, SandboxPool
+
+            self.pool = SandboxPool(Sandbox(isolation=spec.isolation))
+
+    @property
+    def name(self) -> str:
+        return self.spec.label
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            self._backend = self.spec.make_backend()
+        return self._backend
+
+    def check(self, p: int, d: int, K: int, g: int) -> None:
+        """Every setting can be asked (the prompt just grows); nothing to refuse."""
+
+    def supports(self, p: int, d: int, K: int, g: int) -> bool:
+        return True
+
+    def answer(self, cell: Cell, rng: np.random.Generator | None = None) -> Estimate:
+        """Ask (or look up) every query of the cell's records; γ and action a record (NaN γ: no answer)."""
+        spec = self.spec
+        pairs = zip(cell.records, cell.trials, strict=True)
+        items = [(rec, cell.source, cell.sampling, int(t)) for rec, t in pairs]
+        planned = plan_queries(
+            items, spec.prompt_id, spec.sampling, spec.model, spec.api, spec.samples, spec.mode
+        )
+        todo = [p for p in planned if p.query.key not in self._answered]
+        self.stats.skipped += len(planned) - len(todo)
+        if todo:
+            self._ask(todo)
+        gamma = np.full(len(items), np.nan)
+        action = np.full(len(items), -1, dtype=np.int64)
+        for i in range(len(items)):
+            queries = planned[i * spec.samples : (i + 1) * spec.samples]
+            ok = [self._answered[q.query.key] for q in queries if q.query.key in self._answered]
+            if not ok:
+                self.failed += 1
+                continue
+            gamma[i] = float(np.mean([e["correct"] for e in ok]))
+            action[i] = entry_action(ok[0])
+        correct = (action == cell.batch.target).astype(float)
+        return Estimate(action=action, tie_size=np.ones(len(items), dtype=np.int64), gamma=gamma,
+                        argmax_accuracy=correct)  # fmt: skip
+
+    def _ask(self, todo: Sequence[Any]) -> None:
+        import time
+
+        by_key = {p.query.key: p for p in todo}
+        backend, params, stats = self.backend, self.spec.sampling, self.stats
+
+        def on_result(completion: Any, extra: dict[str, Any] | None = None) -> None:
+            entry = log_entry(by_key[completion.key], completion, params, backend, extra)
+            self.log.append(entry)
+            stats.asked += 1
+            if entry["status"] == "ok":
+                stats.ok += 1
+                self._answered[entry["key"]] = entry
+            else:
+                stats.errors += 1
+            stats.prompt_tokens += completion.prompt_tokens or 0
+            stats.completion_tokens += completion.completion_tokens or 0
+
+        start = time.perf_counter()
+        if self.pool is None:
+            asyncio.run(backend.run([p.query for p in todo], params, on_result))
+        else:
+            from agents.llm.tool_mode import run_tool_episodes, start_episode
+
+            episodes = [start_episode(p.query, tool_view(p)) for p in todo]
+            run_tool_episodes(
+                backend, episodes, params, self.pool.map, self.spec.max_revisions,
+                lambda e: on_result(e.completion(), e.summary()),
+            )  # fmt: skip
+        stats.seconds += time.perf_counter() - start
+
+    def report(self) -> list[str]:
+        """Lines for the terminal: throughput, and the records left without an answer."""
+        lines = [f"{self.name}: {self.stats.report()}"]
+        if self.failed:
+            lines.append(
+                f"{self.name}: {self.failed} records have no answer (their queries failed after retries; "
+                f"see {self.log.path}); run the same command again to retry them"
+            )
+        return lines
+
+
+class VLLMServerPolicy(LLMAgent):
+    """An :class:`LLMAgent` asking one or more vLLM (OpenAI-compatible) servers, round-robin."""
+
+    def __init__(self, base_urls: Sequence[str], model: str, log: QueryLog, **spec: Any) -> None:
+        super().__init__(LLMSpec(model=model, backend="vllm", base_urls=tuple(base_urls), **spec), log)
+
+
+__all__ = ["LLMAgent", "LLMSpec", "LLM_BACKENDS", "SERVED_BACKENDS", "VLLMServerPolicy", "answered_entries"]

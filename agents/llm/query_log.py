@@ -1,0 +1,233 @@
+"""Resumable evaluation of a language model: one JSON line per query, resumed by content hash.
+
+Each query is a (record, prompt id, sampling settings, model, sample index); its ``key`` is the
+SHA-256 of those (the record's instance, depth and samples included), and its sampling seed is
+derived from the key, so a query means the same thing and draws the same way in every run. Results
+are appended to a JSON Lines log as each completes, one ``os.write`` a line; a run killed at any
+point loses only the queries in flight, and a partial last line (a kill mid-write) is cut off when
+the log is next opened. Resuming skips the keys already answered (``status == "ok"``), never by
+position; failed queries (``status == "error"``) are asked again.
+
+:class:`agents.llm.agent.LLMAgent` asks the queries and writes the log; :func:`log_rows` turns a log
+alone into the tidy results rows of :mod:`gf2env.report.results` (one row a query), so the summary, plots
+and effective-prefix fit are the estimators' own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.llm.backends import Backend, Completion, Query, SamplingParams
+from gf2env.combinatorics import rank_support
+from gf2env.errors import RecordFormatError
+from gf2env.records import Record
+from gf2env.text.answers import score_answer
+from gf2env.text.prompt import render_prompt
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A query and what it is about."""
+
+    query: Query
+    record: Record
+    sample: int
+    source: str
+    sampling: str
+    trial: int
+
+
+def query_key(
+    record: Record,
+    prompt_id: str,
+    params: SamplingParams,
+    model: str,
+    api: str,
+    sample: int,
+    mode: dict[str, Any] | None = None,
+) -> str:
+    """The content hash that identifies a query across runs (``mode``: e.g. tool-mode settings)."""
+    obj = record.to_json()
+    obj.pop("exp", None)
+    content = {"record": obj, "prompt_id": prompt_id, "params": params.to_dict(), "model": model, "api": api,
+               "sample": sample}  # fmt: skip
+    if mode is not None:
+        content["mode"] = mode
+    blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def plan_queries(
+    records: Sequence[tuple[Record, str, str, int]],
+    prompt_id: str,
+    params: SamplingParams,
+    model: str,
+    api: str = "chat",
+    samples: int = 1,
+    mode: dict[str, Any] | None = None,
+) -> list[Planned]:
+    """Queries for ``(record, source, sampling, trial)`` tuples, ``samples`` a record."""
+    out = []
+    for record, source, sampling, trial in records:
+        prompt = render_prompt(
+            prompt_id, record.prefix, record.address, record.payload, record.labels,
+            n=record.n, p=record.p, d=record.d,
+        )  # fmt: skip
+        for s in range(samples):
+            key = query_key(record, prompt_id, params, model, api, s, mode)
+            seed = int(key[:8], 16) & 0x7FFFFFFF
+            out.append(Planned(Query(key, prompt, seed, api), record, s, source, sampling, trial))
+    return out
+
+
+class QueryLog:
+    """The append-only JSON Lines log of one evaluation."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair()
+
+    def _repair(self) -> None:
+        """Cut a partial last line (a run killed mid-write) so that every line is whole JSON."""
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with open(self.path, "r+b") as fh:
+                fh.truncate(data.rfind(b"\n") + 1)
+
+    def lines(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        out = []
+        for number, line in enumerate(self.path.read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise RecordFormatError(
+                    f"{self.path}:{number} is not JSON ({err}); the log is damaged."
+                ) from None
+        return out
+
+    def done(self) -> set[str]:
+        """Keys of the queries answered already."""
+        return {line["key"] for line in self.lines() if line.get("status") == "ok"}
+
+    def append(self, entry: dict[str, Any]) -> None:
+        data = (json.dumps(entry, separators=(",", ":")) + "\n").encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+
+
+def log_entry(
+    planned: Planned,
+    completion: Completion,
+    params: SamplingParams,
+    backend: Backend,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The JSON line of one answered (or failed) query (``extra``: e.g. a tool episode's turns)."""
+    rec = planned.record
+    score = score_answer(completion.text, rec.target, rec.p, planned.query.prompt.answer_offset)
+    return {
+        "key": planned.query.key,
+        "status": "error" if completion.error else "ok",
+        **backend.describe(),
+        "server": completion.server,
+        "prompt_id": planned.query.prompt.prompt_id,
+        "api": planned.query.api,
+        "system": planned.query.prompt.system,
+        "prompt": planned.query.prompt.text,
+        "response": completion.text,
+        "score": score.to_dict(),
+        "correct": bool(score.correct) and not completion.error,
+        "target": list(rec.target),
+        "p": rec.p, "d": rec.d, "K": rec.K, "n": rec.n, "g": rec.g,
+        "source": planned.source, "sampling": planned.sampling, "trial": planned.trial,
+        "sample": planned.sample, "seed": planned.query.seed,
+        "params": params.to_dict(),
+        "prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
+        "finish_reason": completion.finish_reason,
+        "latency_s": round(completion.latency_s, 4), "attempts": completion.attempts,
+        "error": completion.error, "errors": completion.errors,
+        **(extra or {}),
+        "time": time.time(),
+    }  # fmt: skip
+
+
+@dataclass
+class RunStats:
+    """Throughput of a run: the queries it asked, and how many it found answered already."""
+
+    asked: int = 0
+    ok: int = 0
+    errors: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def report(self) -> str:
+        rate = self.asked / self.seconds if self.seconds else 0.0
+        tokens = (self.prompt_tokens + self.completion_tokens) / self.seconds if self.seconds else 0.0
+        return (
+            f"{self.asked} queries asked ({self.ok} ok, {self.errors} failed), {self.skipped} already done; "
+            f"{self.seconds:.1f} s, {rate:.2f} requests/s, {tokens:.0f} tokens/s "
+            f"({self.prompt_tokens} prompt + {self.completion_tokens} completion)"
+        )
+
+
+def entry_action(entry: dict[str, Any]) -> int:
+    """The candidate rank a log entry answered, or ``-1`` when its answer is not a well-formed term."""
+    indices = entry["score"]["indices"]
+    if entry["score"]["failure"] not in ("none", "wrong_term") or indices is None:
+        return -1
+    return rank_support(indices, entry["p"])
+
+
+def log_rows(lines: Sequence[dict[str, Any]], agent: str | None = None) -> list[dict[str, Any]]:
+    """Tidy results rows (``gf2env.report.results.RESULT_COLUMNS``) of the answered queries of a log."""
+    from math import comb
+
+    rows = []
+    for line in lines:
+        if line.get("status") != "ok":
+            continue
+        p, d = line["p"], line["d"]
+        action = entry_action(line)
+        rows.append(
+            {
+                "agent": agent or line["model"], "source": line["source"], "sampling": line["sampling"],
+                "p": p, "d": d, "K": line["K"], "n": line["n"], "g": line["g"], "trial": line["trial"],
+                "seed": line["seed"], "gamma": float(line["correct"]), "correct": int(line["correct"]),
+                "action": action, "target": rank_support(line["target"], p), "num_candidates": comb(p, d - 1),
+            }
+        )  # fmt: skip
+    return rows
+
+
+__all__ = [
+    "Planned",
+    "QueryLog",
+    "RunStats",
+    "entry_action",
+    "log_entry",
+    "log_rows",
+    "plan_queries",
+    "query_key",
+]

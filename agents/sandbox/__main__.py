@@ -1,0 +1,7 @@
+"""``python -m agents.sandbox --check``: what isolation this machine supports, and the layers in use."""
+
+import sys
+
+from agents.sandbox.sandbox import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Results of an evaluation: tidy CSVs and summaries, the figures, and the effective-prefix fit."""

@@ -1,0 +1,129 @@
+"""``GF2ReconText-v0``: the environment with a prompt string in and a model's raw text out.
+
+The observation is the step rendered as a prompt (``prompt_id``, default the paper's); the action
+is whatever the model wrote. :func:`gf2env.text.answers.score_answer` grades it (the last boxed answer
+outside any reasoning block; every failure classified), and the underlying ``GF2Recon-v0`` moves on
+exactly as it would for the parsed answer. A reply that does not parse to a well-formed term counts
+as a wrong step: the inner env is given a wrong candidate so that its step mode (reveal, terminate,
+retry) applies unchanged. The turns of the episode (prompt, response, score) are kept in
+``history``, and the chat form of the current step is in ``info["messages"]``.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from gf2env.combinatorics import rank_support
+from gf2env.env import GF2ReconEnv
+from gf2env.errors import GF2ConfigError, InvalidActionError
+from gf2env.text.answers import score_answer
+from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS, Prompt, render_prompt
+
+MAX_PROMPT_CHARS = 1_000_000
+PRINTABLE = string.printable  # the prompts' alphabet
+
+
+class GF2ReconTextEnv(gym.Wrapper):
+    """GF2Recon with text observations (the prompt) and text actions (the model's reply).
+
+    ## Observation space
+    ``Text``: the prompt of the current step (empty after the last step).
+
+    ## Action space
+    ``Text``: the model's raw reply; any string.
+
+    ## Rewards, episode end, step modes
+    As ``GF2Recon-v0``: 1 for the exact next term, else 0.
+
+    ## Info
+    The inner env's keys, plus on reset and after every step: ``prompt_id``, ``answer_offset`` and
+    ``messages`` (chat form of the new prompt); after a step also ``score`` (the grading as a dict:
+    correct, failure, indices, answer_text, mode).
+
+    ## Arguments
+    ``gym.make("GF2ReconText-v0", prompt_id="paper-v1", **GF2Recon-v0 kwargs)``.
+
+    ## Version history
+    - v0: initial version.
+    """
+
+    def __init__(self, prompt_id: str = PAPER_PROMPT_ID, **kwargs: Any) -> None:
+        if kwargs.get("render_mode") is not None:
+            raise GF2ConfigError(
+                "GF2ReconText-v0 does not render (its observation is the text); drop render_mode."
+            )
+        if prompt_id not in PROMPT_IDS:
+            raise GF2ConfigError(f"prompt_id={prompt_id!r} is unknown; pass one of {PROMPT_IDS}.")
+        super().__init__(GF2ReconEnv(**kwargs))
+        self.inner: GF2ReconEnv = self.env  # type: ignore[assignment]
+        self.config = self.inner.config
+        self.prompt_id = prompt_id
+        self._prompt: Prompt | None = None
+        self.history: list[dict[str, Any]] = []
+        self.observation_space = spaces.Text(max_length=MAX_PROMPT_CHARS, min_length=0, charset=PRINTABLE)
+        self.action_space = spaces.Text(max_length=MAX_PROMPT_CHARS, min_length=0)
+
+    @property
+    def prompt(self) -> Prompt | None:
+        """The current step's prompt (``None`` before reset and after the last step)."""
+        return self._prompt
+
+    def _render_current(self) -> str:
+        inst, ev = self.inner.instance, self.inner.evidence
+        if inst is None or ev is None:
+            self._prompt = None
+            return ""
+        c = self.config
+        prefix = [inst.term(j) for j in range(ev.g)]
+        self._prompt = render_prompt(
+            self.prompt_id, prefix, ev.address, ev.payload, ev.labels, n=c.n, p=c.p, d=c.d
+        )
+        return self._prompt.text
+
+    def _prompt_info(self) -> dict[str, Any]:
+        if self._prompt is None:
+            return {"prompt_id": self.prompt_id, "answer_offset": None, "messages": []}
+        return {
+            "prompt_id": self.prompt_id,
+            "answer_offset": self._prompt.answer_offset,
+            "messages": self._prompt.messages(),
+        }
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        _, info = self.inner.reset(seed=seed, options=options)
+        self.history = []
+        text = self._render_current()
+        return text, {**info, **self._prompt_info()}
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if not isinstance(action, str):
+            raise InvalidActionError(
+                f"GF2ReconText-v0 takes the model's reply as a str, not {type(action).__name__}."
+            )
+        if self._prompt is None or self.inner.instance is None:
+            raise RuntimeError("step() called on a finished or unreset episode; call reset() first.")
+        c = self.config
+        g = self.inner.depth
+        target = self.inner.instance.term(g)
+        score = score_answer(action, target, c.p, self._prompt.answer_offset)
+        if score.indices is not None and score.failure.value in ("none", "wrong_term"):
+            inner_action: Any = list(score.indices)
+        else:  # not a well-formed term: a wrong step, whatever the inner env's mode does with it
+            inner_action = (rank_support(target, c.p) + 1) % c.num_candidates
+        prompt_text = self._prompt.text
+        _, reward, terminated, truncated, info = self.inner.step(inner_action)
+        record = score.to_dict()
+        self.history.append({"depth": g, "prompt": prompt_text, "response": action, "score": record})
+        text = "" if terminated else self._render_current()
+        if terminated:
+            self._prompt = None
+        return text, float(reward), terminated, truncated, {**info, "score": record, **self._prompt_info()}
+
+
+__all__ = ["GF2ReconTextEnv"]

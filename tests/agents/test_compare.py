@@ -1,0 +1,169 @@
+"""The evaluation harness, ``gf2 compare`` / ``plot`` / ``fit`` end to end, and the config presets."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.harness.compare import CompareConfig, load_config, run_compare
+from agents.harness.evaluate import evaluate, make_agents, simulate_d_curve
+from agents.harness.grid import Grid, grid_cells, record_cells
+from gf2env.errors import GF2ConfigError
+from gf2env.oracle import TaskConfig
+from gf2env.records import read_records
+from gf2env.report.results import read_results_csv, read_summary_csv
+from tests.paths import REFERENCE as REFERENCE_DIR
+from tests.paths import REPO as ROOT
+
+REFERENCE = REFERENCE_DIR / "experiments_llm_large_adversarial.json"
+
+
+def gf2(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gf2env", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+
+
+def test_grid_rows_are_tidy_and_skips_are_reported():
+    grid = Grid(depths=(0, 1, 9), trials=7, p=(7,), d=(3,), K=(10,), seed=2)
+    ev = evaluate(make_agents(["A", "B-exact", "C"]), grid_cells(grid), seed=2, progress=False)
+    assert len(ev.rows) == 7 * 3 + 7 * 3 + 7 * 2  # B-exact cannot run at g=9 (p=7: at most 7 unknown)
+    report = ev.skipped_report()
+    assert len(report) == 1
+    assert report[0].startswith("B-exact skipped at g = 9 (grid, p=7 d=3 K=10 adversarial)")
+    assert "at most 7 unknown terms" in report[0]
+    row = ev.rows[0]
+    assert set(row) >= {"agent", "gamma", "correct", "g", "trial", "n", "seed"}
+    assert {r["n"] for r in ev.rows if r["g"] == 9} == {10}  # n = g + 1 by default
+
+
+def test_evaluation_is_deterministic_and_records_match_the_grid(tmp_path):
+    grid = Grid(depths=(0, 2), trials=6, p=(7,), d=(3,), K=(6,), seed=4)
+    agents = make_agents(["A", "B", "D(k=1)"])
+    first = evaluate(agents, grid_cells(grid), seed=4, progress=False).rows
+    second = evaluate(agents, grid_cells(grid), seed=4, progress=False).rows
+    assert first == second
+    # gf2 generate writes the same records for the same seed: evaluating the file gives the same γ.
+    out = tmp_path / "recs.json"
+    gen = gf2("generate", "--depths", "0,2", "--trials", "6", "--p", "7", "--d", "3", "--K", "6",
+              "--n", "g+1", "--seed", "4", "--out", str(out), "--quiet")  # fmt: skip
+    assert gen.returncode == 0, gen.stderr
+    from_file = evaluate(agents, record_cells(read_records(out), out.name), progress=False).rows
+    key = lambda r: (r["agent"], r["g"], r["trial"] % 6)  # noqa: E731
+    grid_gamma = {key(r): r["gamma"] for r in first}
+    file_gamma = {key(r): r["gamma"] for r in from_file}
+    assert grid_gamma == pytest.approx(file_gamma)
+
+
+def test_run_compare_writes_results_summary_and_figures(tmp_path):
+    modes = ("adversarial", "diagnostic")
+    grid = Grid(depths=(0, 1, 3), trials=30, p=(8, 10), d=(3,), K=(12,), sampling=modes)
+    config = CompareConfig(agents=("A", "B", "C"), grid=grid, out=tmp_path / "run")
+    report = run_compare(config, progress=False)
+    rows = read_results_csv(report.results_csv)
+    assert len(rows) == 3 * grid.num_records
+    summary = read_summary_csv(report.summary_csv)
+    assert len(summary) == 3 * 2 * 2 * 3
+    names = sorted(p.name for p in report.figures)
+    assert any(n.startswith("heatmap_") for n in names) and any(n.startswith("sampling_") for n in names)
+    assert any(n.startswith("gamma_vs_depth_") for n in names)
+    for fig in report.figures:
+        assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    c = [s for s in summary if s["agent"] == "C"]
+    assert all(s["gamma_mean"] == pytest.approx(s["chance"]) for s in c)
+    # Diagnostic payloads make A exact: the all-ones and one-bit-cleared rows pin the support.
+    assert all(s["gamma_mean"] == 1.0 for s in summary if s["agent"] == "A" and s["sampling"] == "diagnostic")
+
+
+def test_presets_load_and_match_the_issue():
+    config = load_config(ROOT / "configs" / "paper-estimators.yaml")
+    assert config.grid.p == (12,) and config.grid.d == (4,) and config.grid.K == (32,)
+    assert config.grid.depths == (0, 1, 3, 7, 15, 31, 63, 127) and config.grid.trials == 2000
+    assert {"A", "B", "C", "D(g//2)"} <= {a.name for a in make_agents(config.agents)}
+    for path in sorted((ROOT / "configs").glob("*.yaml")):
+        if not path.name.startswith(("train-", "sb3-")):  # training runs (tests/test_*train.py)
+            load_config(path)
+
+
+def test_config_errors_name_the_problem(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agents: [A]\ngrid: {depths: [0], trials: 5, colour: red}\n")
+    with pytest.raises(GF2ConfigError, match="unknown keys \\['colour'\\]"):
+        load_config(bad)
+    bad.write_text("agents: [A]\ngird: {}\n")
+    with pytest.raises(GF2ConfigError, match="unknown keys \\['gird'\\]"):
+        load_config(bad)
+    bad.write_text("agents: [A, Z]\ngrid: {depths: [0], trials: 5}\n")
+    with pytest.raises(GF2ConfigError, match="Unknown estimator 'Z'"):
+        load_config(bad)
+    with pytest.raises(GF2ConfigError, match="listed twice"):
+        make_agents(["A", "A"])
+    with pytest.raises(GF2ConfigError, match="exactly one of grid and records"):
+        CompareConfig(agents=("A",))
+    with pytest.raises(GF2ConfigError, match="n=3"):
+        Grid(depths=(0, 5), trials=1, n=3)
+
+
+def test_cli_compare_plot_and_fit(tmp_path):
+    out = tmp_path / "cmp"
+    run = gf2("compare", "--agents", "A,B,D(k=1),C", "--depths", "0,1,3,7", "--trials", "60",
+              "--out", str(out), "--quiet")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "γ [95% CI]" in run.stdout and (out / "results.csv").exists() and (out / "summary.csv").exists()
+    redraw = gf2("plot", str(out / "summary.csv"), "--out", str(tmp_path / "figs"))
+    assert redraw.returncode == 0, redraw.stderr
+    assert list((tmp_path / "figs").glob("gamma_vs_depth_*.png"))
+    curve = tmp_path / "curve.csv"
+    fit = gf2("fit", str(out / "results.csv"), "--agent", "D(k=1)", "--agent", "B", "--curve", str(curve),
+              "--curve-trials", "60", "--value", "gamma", "--quiet")  # fmt: skip
+    assert fit.returncode == 0, fit.stderr
+    assert curve.exists() and (out / "fit.csv").exists()
+    text = (out / "fit.csv").read_text()
+    assert "D(k=1)" in text and "delta_aic" in text
+    assert "ΔAIC" in fit.stdout or "delta" in fit.stdout.lower()
+
+
+def test_cli_errors_are_one_line():
+    run = gf2("compare", "--agents", "A,Q", "--depths", "0", "--trials", "1", "--quiet", "--no-plots")
+    assert run.returncode == 2 and "Unknown estimator 'Q'" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.slow
+def test_effective_prefix_fit_recovers_d_itself():
+    # Estimator D fitted against the simulated D curve: knowing g/2 terms gives u near 1/2 (the
+    # depths make u*g whole), knowing 2 terms gives v near 2, and each prefers its own model.
+    from gf2env.report.fit import DepthCounts, fit_effective_prefix
+
+    depths = (2, 4, 6, 8)
+    curve = simulate_d_curve(TaskConfig(p=12, d=4, K=32), depths, trials=300, seed=1, progress=False)
+    for g in depths:
+        assert np.all(np.diff(curve.table[g]) > -0.05)  # knowing more terms helps (up to noise)
+        assert curve.table[g][-1] > 0.98  # k = g is estimator A
+    grid = Grid(depths=depths, trials=400, seed=7)
+    rows = evaluate(make_agents(["D(u=0.5)", "D(k=2)"]), grid_cells(grid), seed=7, progress=False).rows
+    half = fit_effective_prefix(DepthCounts.from_rows(rows, agent="D(u=0.5)", value="gamma"), curve)
+    two = fit_effective_prefix(DepthCounts.from_rows(rows, agent="D(k=2)", value="gamma"), curve)
+    assert abs(half.u - 0.5) < 0.1 and half.preferred == "proportional"
+    assert abs(two.v - 2) < 0.5 and two.preferred == "constant"
+
+
+def test_compare_on_the_papers_reference_file(tmp_path):
+    if not REFERENCE.exists():
+        pytest.skip(f"the paper's reference file is not at {REFERENCE}")
+    run = gf2("compare", "--records", str(REFERENCE), "--agents", "A,B,decoder", "--out", str(tmp_path),
+              "--quiet")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    rows = read_results_csv(tmp_path / "results.csv")
+    assert {r["sampling"] for r in rows} == {"adversarial"}
+    gamma_a = [r["gamma"] for r in rows if r["agent"] == "A"]
+    assert len(gamma_a) == 20 and np.mean(gamma_a) > 0.99
+
+
+def test_the_embedded_default_is_the_paper_estimators_preset():
+    from agents.harness.compare import default_config
+
+    assert default_config() == load_config(ROOT / "configs" / "paper-estimators.yaml")

@@ -1,0 +1,85 @@
+"""The OpenAI-compatible backend against a real fault-injecting HTTP server on 127.0.0.1
+(``tests/fault_server.py``, the ``server`` fixture of ``tests/conftest.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections import Counter
+
+import pytest
+
+from agents.llm.backends import Completion, OpenAICompatibleBackend, Query, SamplingParams, request_body
+from gf2env.text.prompt import Prompt
+
+pytest.importorskip("httpx")
+
+
+def queries(count: int, api: str = "chat") -> list[Query]:
+    prompt = Prompt(prompt_id="paper-v1", text="find the term", answer_offset=0)
+    return [Query(key=f"q{i}", prompt=prompt, seed=100 + i, api=api) for i in range(count)]
+
+
+def run(backend: OpenAICompatibleBackend, qs: list[Query]) -> dict[str, Completion]:
+    out: dict[str, Completion] = {}
+    asyncio.run(
+        backend.run(qs, SamplingParams(temperature=0.7, max_tokens=32), lambda c: out.setdefault(c.key, c))
+    )
+    assert len(out) == len(qs)
+    return out
+
+
+def test_chat_and_completions_requests_carry_seed_and_sampling(server):
+    backend = OpenAICompatibleBackend([f"{server.url}/ok"], model="tiny", backoff=0.01)
+    chat = run(backend, queries(3))
+    plain = run(backend, queries(2, api="completions"))
+    assert all(c.error is None and c.attempts == 1 for c in [*chat.values(), *plain.values()])
+    assert chat["q1"].text == "answer \\boxed{[3, 8, 9]}" and chat["q1"].prompt_tokens == 11
+    assert plain["q0"].completion_tokens == 7 and plain["q0"].finish_reason == "stop"
+    body = server.bodies[0]
+    assert body["model"] == "tiny" and body["temperature"] == 0.7 and body["max_tokens"] == 32
+    assert {b["seed"] for b in server.bodies} == {100, 101, 102}
+    assert "prompt" in server.bodies[-1] and server.bodies[-1]["prompt"].endswith("Solution:\n")
+
+
+@pytest.mark.parametrize("mode", ["fail500", "slow", "garbage"])
+def test_transient_faults_are_retried(server, mode):
+    backend = OpenAICompatibleBackend([f"{server.url}/{mode}"], model="tiny", timeout=0.5, backoff=0.01)
+    out = run(backend, queries(4))
+    for c in out.values():
+        assert c.error is None and c.attempts == 2 and len(c.errors) == 1, c
+
+
+@pytest.mark.parametrize(("mode", "attempts"), [("fail500-always", 3), ("garbage-always", 3), ("bad400", 1)])
+def test_persistent_faults_are_recorded_not_raised(server, mode, attempts):
+    backend = OpenAICompatibleBackend([f"{server.url}/{mode}"], model="tiny", max_retries=2, backoff=0.01)
+    out = run(backend, queries(3))
+    for c in out.values():
+        assert c.error and c.text == "" and c.attempts == attempts
+
+
+def test_connection_refused_is_recorded_and_a_retry_moves_to_the_next_replica(server):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"  # bound, not listening: refused
+        alone = run(OpenAICompatibleBackend([dead], model="tiny", max_retries=1, backoff=0.01), queries(2))
+        assert all("ConnectError" in c.error for c in alone.values())
+        both = run(
+            OpenAICompatibleBackend([dead, f"{server.url}/ok"], model="tiny", backoff=0.01), queries(4)
+        )
+    assert all(c.error is None for c in both.values())
+    assert sorted(c.attempts for c in both.values()) == [1, 1, 2, 2]  # half started on the dead one
+
+
+def test_round_robin_and_bounded_concurrency(server):
+    urls = [f"{server.url}/ok", f"{server.url}/okb/"]  # two replicas (two paths of one server)
+    backend = OpenAICompatibleBackend(urls, model="tiny", concurrency=2)
+    out = run(backend, queries(12))
+    assert Counter(c.server for c in out.values()) == {f"{server.url}/ok/v1": 6, f"{server.url}/okb/v1": 6}
+    assert server.max_in_flight <= 4  # 2 a replica
+
+
+def test_request_body_of_each_api():
+    q = queries(1)[0]
+    assert request_body(q, SamplingParams(stop=("</answer>",)), "m")["stop"] == ["</answer>"]
+    assert request_body(q, SamplingParams(), "m")["messages"][1]["content"] == "find the term"

@@ -1,0 +1,95 @@
+"""gf2 eval against a real HTTP server: the resumable log (SIGKILL mid-run, partial lines, retried
+failures) and the results it feeds to the estimators' summary code."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+pytest.importorskip("httpx")
+
+
+from agents.llm.backends import SamplingParams  # noqa: E402
+from agents.llm.query_log import QueryLog, log_rows, plan_queries, query_key  # noqa: E402
+from gf2env.oracle import TaskConfig  # noqa: E402
+from gf2env.records import generate_record  # noqa: E402
+from gf2env.report.results import read_results_csv  # noqa: E402
+
+GRID = ["--depths", "0,1,2,3", "--trials", "10", "--p", "6", "--d", "3", "--K", "4"]  # 40 queries
+
+
+def gf2_eval(url: str, out, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "gf2env", "eval", "--agent", "vllm", "--model", "tiny", "--base-url", url,
+            *GRID, "--out", str(out), "--quiet", "--no-plots", "--retries", "1", *extra]  # fmt: skip
+
+
+def test_keys_are_content_hashes():
+    rec = generate_record(TaskConfig(p=6, d=3, K=4, n=3), 2, 0, seed=0)
+    params = SamplingParams()
+    key = query_key(rec, "paper-v1", params, "m", "chat", 0)
+    assert key == query_key(rec, "paper-v1", params, "m", "chat", 0)
+    assert key != query_key(rec, "compact-v1", params, "m", "chat", 0)
+    assert key != query_key(rec, "paper-v1", SamplingParams(temperature=1.0), "m", "chat", 0)
+    assert key != query_key(rec, "paper-v1", params, "m", "chat", 1)
+    planned = plan_queries([(rec, "grid", "adversarial", 0)], "paper-v1", params, "m", samples=3)
+    assert len({p.query.seed for p in planned}) == 3 and "target" not in planned[0].query.prompt.text
+
+
+def test_sigkill_mid_run_then_resume_answers_every_query_once(server, tmp_path):
+    out = tmp_path / "run"
+    log = out / "queries.jsonl"
+    proc = subprocess.Popen(gf2_eval(f"{server.url}/ok", out, "--concurrency", "1"), start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and (not log.exists() or log.read_text().count("\n") < 5):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    first = log.read_text().count("\n")
+    assert 5 <= first < 40, first
+    with open(log, "a") as fh:
+        fh.write('{"key": "half a line')  # what a kill in the middle of a write leaves
+    done = subprocess.run(gf2_eval(f"{server.url}/ok", out), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"{40 - first} queries asked" in done.stdout and f"{first} already done" in done.stdout
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(lines) == 40 and all(c == 1 for c in Counter(line["key"] for line in lines).values())
+    assert all(line["status"] == "ok" and line["prompt_tokens"] == 11 for line in lines)
+    rows = read_results_csv(out / "results.csv")
+    assert len(rows) == 40 and {r["agent"] for r in rows} == {"tiny"}
+    again = subprocess.run(gf2_eval(f"{server.url}/ok", out), capture_output=True, text=True, timeout=120)
+    assert "0 queries asked" in again.stdout and log.read_text().count("\n") == 40
+
+
+def test_failed_queries_are_logged_then_retried(server, tmp_path):
+    out = tmp_path / "run"
+    bad = subprocess.run(gf2_eval(f"{server.url}/bad400", out), capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "No agent answered" in bad.stderr
+    lines = QueryLog(out / "queries.jsonl").lines()
+    assert len(lines) == 40
+    assert all(line["status"] == "error" and "HTTP 400" in line["error"] for line in lines)
+    good = subprocess.run(gf2_eval(f"{server.url}/ok", out), capture_output=True, text=True, timeout=120)
+    assert good.returncode == 0 and "40 queries asked" in good.stdout
+    log = QueryLog(out / "queries.jsonl")
+    assert len(log.done()) == 40 and len(log_rows(log.lines())) == 40
+
+
+def test_scoring_in_the_log(server, tmp_path):
+    # The server answers \\boxed{[seed % 7, 8, 9]}: under compact-v1 (offset 0, p=10, d=4) always a
+    # well-formed term, right exactly when it is the target.
+    out = tmp_path / "compact"
+    cmd = gf2_eval(f"{server.url}/ok", out, "--prompt", "compact-v1", "--p", "10", "--d", "4")
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    lines = QueryLog(out / "queries.jsonl").lines()
+    failures = Counter(line["score"]["failure"] for line in lines)
+    assert set(failures) <= {"wrong_term", "none"} and failures["wrong_term"] > 0
+    for line in lines:
+        assert line["prompt_id"] == "compact-v1" and line["response"].startswith("answer")
+        assert line["correct"] == (line["score"]["failure"] == "none")

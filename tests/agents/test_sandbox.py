@@ -1,0 +1,600 @@
+"""agents.sandbox against real hostile code, in real processes.
+
+Every file in tests/sandbox_corpus/ is one snippet whose header says what must happen::
+
+    # expect: ok; stdout_contains=...; no_secret          (items separated by ';'; may repeat)
+    # limits: wall_s=2 cpu_s=1                            (SandboxLimits fields, optional)
+    # modes: bwrap unsafe                                  (isolation modes to run it under)
+
+``@NAME@`` placeholders in the code are filled from the test's context (the secret file's path,
+the listener's port, a unique token, ...); ``@SECRET@`` is allowed only in the header.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.sandbox import (
+    EMPTY_VIEW,
+    STOP_REASONS,
+    UNSAFE,
+    Sandbox,
+    SandboxConfigError,
+    SandboxLimits,
+    SandboxPool,
+    SandboxResult,
+    SandboxUnavailableError,
+    detect_isolation,
+    record_view,
+)
+from agents.sandbox import inside as harness
+from agents.sandbox import sandbox as sandbox_mod
+from gf2env.errors import GF2ConfigError
+from gf2env.oracle import TaskConfig
+from gf2env.records import Record, generate_record
+from tests.paths import REPO
+
+CORPUS = Path(__file__).with_name("sandbox_corpus")
+INFO = detect_isolation()
+HAVE_BWRAP = bool(INFO["bwrap"])
+needs_bwrap = pytest.mark.skipif(
+    not HAVE_BWRAP,
+    reason=f"bubblewrap cannot run here ({INFO['bwrap_error']}); apt-get install -y bubblewrap",
+)
+MODES = {"bwrap": "bwrap", "unsafe": UNSAFE}
+
+
+def test_bubblewrap_is_here_where_ci_requires_it() -> None:
+    """``make test`` sets GF2_REQUIRE_BWRAP: there, a machine without bubblewrap fails instead of skipping."""
+    if os.environ.get("GF2_REQUIRE_BWRAP") and not HAVE_BWRAP:
+        pytest.fail(f"GF2_REQUIRE_BWRAP is set but bubblewrap cannot run: {INFO['bwrap_error']}")
+
+
+CHECKS = {
+    "ok",
+    "stop_reason",
+    "exit_code",
+    "signal",
+    "stdout_contains",
+    "stdout_not_contains",
+    "stderr_contains",
+    "stdout_truncated",
+    "stderr_truncated",
+    "wall_max",
+    "no_secret",
+    "target_absent",
+    "host_unchanged",
+    "listener_idle",
+    "no_leftover",
+    "canary_alive",
+}
+
+
+def make_sandbox(limits: SandboxLimits, mode: str) -> Sandbox:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the UNSAFE mode's warning has its own test
+        return Sandbox(limits, isolation=MODES[mode])
+
+
+# ---------------------------------------------------------------------------- corpus headers
+@dataclass(frozen=True)
+class Case:
+    path: Path
+    expects: tuple[tuple[str, str], ...]
+    limits: dict[str, float]
+    modes: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+
+def parse_case(path: Path) -> Case:
+    """Read a corpus file's header; a typo in it fails loudly rather than checking nothing."""
+    headers: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"#\s*(expect|limits|modes):\s*(.*)$", line)
+        if not m:
+            break
+        joiner = {"expect": ";", "limits": " ", "modes": " "}[m.group(1)]
+        headers[m.group(1)] = joiner.join(filter(None, (headers.get(m.group(1), ""), m.group(2).strip())))
+    if "expect" not in headers:
+        raise ValueError(f"{path.name} starts with no '# expect:' line")
+    expects = []
+    for item in headers["expect"].split(";"):
+        key, _, value = item.strip().partition("=")
+        if key not in CHECKS:
+            raise ValueError(f"{path.name}: unknown check {key!r}; known: {sorted(CHECKS)}")
+        expects.append((key, value.strip()))
+    limits: dict[str, float] = {}
+    for item in headers.get("limits", "").split():
+        key, _, value = item.partition("=")
+        limits[key] = float(value) if key == "wall_s" else int(value)
+    modes = tuple(headers.get("modes", "bwrap").split())
+    if not modes or set(modes) - set(MODES):
+        raise ValueError(f"{path.name}: modes {modes} must be among {sorted(MODES)}")
+    return Case(path, tuple(expects), limits, modes)
+
+
+CASES = [parse_case(p) for p in sorted(CORPUS.glob("*.py"))]
+PARAMS = [
+    pytest.param(case, mode, id=f"{case.name}-{mode}", marks=[needs_bwrap] if mode == "bwrap" else [])
+    for case in CASES
+    for mode in case.modes
+]
+
+
+# ---------------------------------------------------------------------------- context
+@dataclass
+class Context:
+    """What the host side of one corpus run holds: secrets, a listener, canaries."""
+
+    secret: str
+    secret_file: Path
+    canary_dir: Path
+    token: str
+    work_tmp: Path
+    tcp: socket.socket
+    udp: socket.socket
+    canary: subprocess.Popen
+    record: Record
+    harness_digest: str
+    fill: dict[str, str] = field(default_factory=dict)
+
+
+@pytest.fixture(scope="module")
+def record() -> Record:
+    return generate_record(TaskConfig(p=64, d=4, n=8, K=16), 3, 0, seed=5)
+
+
+@pytest.fixture
+def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: Record):
+    secret = f"SECRET-{uuid.uuid4().hex}"
+    monkeypatch.setenv("GF2_SECRET", secret)
+    secret_dir = tmp_path / "secret"
+    secret_dir.mkdir()
+    secret_file = secret_dir / "key.txt"
+    secret_file.write_text(secret)
+    canary_dir = tmp_path / "canary"
+    canary_dir.mkdir()
+    (canary_dir / "keep").write_text("keep me")
+    work_tmp = tmp_path / "sandbox-tmp"  # the sandbox's host-side temp files go here
+    work_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(work_tmp))
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(8)
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    canary = subprocess.Popen(["sleep", "60"], env={"PATH": "/usr/bin:/bin"}, start_new_session=True)
+    c = Context(
+        secret=secret,
+        secret_file=secret_file,
+        canary_dir=canary_dir,
+        token=f"TOKEN{uuid.uuid4().hex}",
+        work_tmp=work_tmp,
+        tcp=tcp,
+        udp=udp,
+        canary=canary,
+        record=record,
+        harness_digest=hashlib.sha256(Path(harness.__file__).read_bytes()).hexdigest(),
+    )
+    c.fill = {
+        "TOKEN": c.token,
+        "SECRET_FILE": str(secret_file),
+        "SECRET_DIR": str(secret_dir),
+        "REPO": str(REPO),
+        "PORT": str(tcp.getsockname()[1]),
+        "UDP_PORT": str(udp.getsockname()[1]),
+        "CANARY_DIR": str(canary_dir),
+        "PYTHON_PREFIX": str(INFO["python_prefix"]),
+        "NUMPY_SITE": str(INFO["numpy_site"]),
+        "HOST_PID": str(os.getpid()),
+    }
+    yield c
+    canary.kill()
+    canary.wait()
+    tcp.close()
+    udp.close()
+
+
+def fill(text: str, values: dict[str, str]) -> str:
+    def sub(m: re.Match) -> str:
+        if m.group(1) not in values:
+            raise KeyError(f"unknown placeholder @{m.group(1)}@")
+        return values[m.group(1)]
+
+    return re.sub(r"@([A-Z_]+)@", sub, text)
+
+
+def processes_mentioning(needle: str) -> list[tuple[int, str]]:
+    """Host processes whose command line or environment contains ``needle``."""
+    hits, raw = [], needle.encode()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        for what in ("cmdline", "environ"):
+            try:
+                data = Path(f"/proc/{pid}/{what}").read_bytes()
+            except OSError:
+                continue
+            if raw in data:
+                hits.append((int(pid), data.replace(b"\0", b" ").decode(errors="replace")[:200]))
+    return hits
+
+
+def target_strings(rec: Record) -> list[str]:
+    t = list(rec.target)
+    return [str(t), str(tuple(t)), json.dumps(t), '"target"']
+
+
+# ---------------------------------------------------------------------------- the corpus
+@pytest.mark.parametrize(("case", "mode"), PARAMS)
+def test_corpus(case: Case, mode: str, ctx: Context) -> None:
+    code = case.path.read_text()
+    assert "@SECRET@" not in code, "the secret must be found by the code, not given to it"
+    code = fill(code, ctx.fill)
+    limits = SandboxLimits(**case.limits)
+    sandbox = make_sandbox(limits, mode)
+    started = time.monotonic()
+    result = sandbox.run_record(code, ctx.record)
+    elapsed = time.monotonic() - started
+    where = f"{case.name} [{mode}] -> {result.stop_reason} exit={result.exit_code} signal={result.signal}"
+    detail = f"{where}\nstdout: {result.stdout[-1500:]!r}\nstderr: {result.stderr[-1500:]!r}"
+
+    # what holds for every run
+    assert result.stop_reason in STOP_REASONS, detail
+    assert len(result.stdout) <= limits.output_bytes and len(result.stderr) <= limits.output_bytes, detail
+    assert len(result.stdout) <= result.stdout_bytes and len(result.stderr) <= result.stderr_bytes, detail
+    assert elapsed <= limits.wall_s + 3, detail
+    assert list(ctx.work_tmp.iterdir()) == [], f"{where}: the run's temp files were left behind"
+    assert processes_mentioning(str(ctx.work_tmp)) == [], f"{where}: a process of the run is still alive"
+
+    values = {**ctx.fill, "SECRET": ctx.secret}
+    for key, raw in case.expects:
+        value = fill(raw, values)
+        if key == "ok":
+            assert result.ok, detail
+        elif key == "stop_reason":
+            assert result.stop_reason == value, detail
+        elif key == "exit_code":
+            assert result.exit_code == int(value), detail
+        elif key == "signal":
+            assert result.signal == int(value), detail
+        elif key == "stdout_contains":
+            assert value in result.stdout, detail
+        elif key == "stdout_not_contains":
+            assert value not in result.stdout, detail
+        elif key == "stderr_contains":
+            assert value in result.stderr, detail
+        elif key in ("stdout_truncated", "stderr_truncated"):
+            stream = key.split("_")[0]
+            assert getattr(result, key), detail
+            assert getattr(result, f"{stream}_bytes") > limits.output_bytes, detail
+            assert len(getattr(result, stream)) <= limits.output_bytes, detail
+        elif key == "wall_max":
+            assert result.wall_s <= float(value) and elapsed <= float(value) + 0.5, detail
+        elif key == "no_secret":
+            assert ctx.secret not in result.stdout + result.stderr, detail
+        elif key == "target_absent":
+            for s in target_strings(ctx.record):
+                assert s not in result.stdout + result.stderr, f"{where}: {s} leaked"
+        elif key == "host_unchanged":
+            name = f"gf2_sbx_{ctx.token}"
+            for directory in (
+                INFO["python_prefix"],
+                "/usr",
+                REPO,
+                INFO["numpy_site"],
+                ctx.canary_dir,
+                "/tmp",
+                "/",
+            ):
+                assert not (Path(directory) / name).exists(), f"{where}: wrote into {directory}"
+            assert (ctx.canary_dir / "keep").read_text() == "keep me", where
+            assert hashlib.sha256(Path(harness.__file__).read_bytes()).hexdigest() == ctx.harness_digest
+        elif key == "listener_idle":
+            ctx.tcp.setblocking(False)
+            ctx.udp.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                ctx.tcp.accept()
+            with pytest.raises(BlockingIOError):
+                ctx.udp.recvfrom(100)
+        elif key == "no_leftover":
+            assert processes_mentioning(ctx.token) == [], f"{where}: a process outlived the run"
+        elif key == "canary_alive":
+            assert ctx.canary.poll() is None, f"{where}: the host's canary process died"
+        else:  # pragma: no cover - parse_case refuses unknown keys
+            raise AssertionError(key)
+
+
+def test_corpus_is_complete(tmp_path: Path) -> None:
+    names = {case.name for case in CASES}
+    for needed in (
+        "timeout_busy_loop",
+        "cpu_c_level_pow",
+        "memory_bytes_bomb",
+        "memory_numpy_50gb",
+        "fork_storm",
+        "daemon_double_fork",
+        "network",
+        "read_host_files",
+        "write_outside_scratch",
+        "introspection_frames",
+        "ctypes_syscalls",
+        "output_flood_stdout",
+        "kill_parent",
+        "benign_solver",
+    ):
+        assert needed in names
+    bad = tmp_path / "bad.py"
+    bad.write_text("# expect: stdout_contain=x\npass\n")
+    with pytest.raises(ValueError, match="unknown check 'stdout_contain'"):
+        parse_case(bad)
+
+
+def test_target_check_can_fail(ctx: Context) -> None:
+    """The corpus's target_absent check would see the answer if it were printed."""
+    sandbox = make_sandbox(SandboxLimits(), "unsafe")
+    leaked = sandbox.run(f"print({list(ctx.record.target)})", record_view(ctx.record))
+    assert any(s in leaked.stdout for s in target_strings(ctx.record))
+
+
+# ---------------------------------------------------------------------------- the record view
+def test_record_view_fields(record: Record) -> None:
+    view = record_view(record)
+    assert set(view) == {"n", "p", "d", "g", "K", "prefix", "samples"}
+    assert (view["n"], view["p"], view["d"], view["g"], view["K"]) == (
+        record.n,
+        record.p,
+        record.d,
+        record.g,
+        record.K,
+    )
+    assert view["prefix"] == [list(t) for t in record.prefix]
+    hexes = [s["x"] for s in record.to_json()["samples"]]
+    for s, hx, a, v, y in zip(
+        view["samples"], hexes, record.address, record.payload, record.labels, strict=True
+    ):
+        assert set(s) == {"x", "bits", "address", "payload", "y"}
+        assert s["x"] == int(hx, 16) and s["bits"] == format(s["x"], f"0{record.n + record.p}b")
+        assert s["address"] == "".join(map(str, a)) and s["payload"] == "".join(map(str, v))
+        assert s["y"] == int(y)
+    json.dumps(view)
+
+
+def test_record_view_never_holds_the_target(record: Record) -> None:
+    view = record_view(record)
+    assert "target" not in view and "target" not in json.dumps(view)
+    other = record.target[::-1] if len(record.target) > 1 else (record.target[0] + 1,)
+    twin = dataclasses.replace(record, target=tuple(sorted({*other, 63})))
+    assert twin.target != record.target
+    assert record_view(twin) == view  # nothing in the view depends on the target
+
+
+def test_record_view_refuses_non_records() -> None:
+    with pytest.raises(SandboxConfigError, match="needs a gf2env.records.Record, got dict"):
+        record_view({"n": 1})  # type: ignore[arg-type]
+
+
+def test_run_refuses_a_view_with_the_answer(record: Record) -> None:
+    sandbox = make_sandbox(SandboxLimits(), "unsafe")
+    view = {**record_view(record), "target": list(record.target)}
+    with pytest.raises(SandboxConfigError, match="'target' key"):
+        sandbox.run("print(1)", view)
+    with pytest.raises(SandboxConfigError, match=r"lacks the keys \['samples'\]"):
+        sandbox.run("print(1)", {k: v for k, v in record_view(record).items() if k != "samples"})
+    with pytest.raises(SandboxConfigError, match="code must be a str"):
+        sandbox.run(b"print(1)")  # type: ignore[arg-type]
+
+
+def test_empty_view_and_shortcuts() -> None:
+    sandbox = make_sandbox(SandboxLimits(), "unsafe")
+    result = sandbox.run(
+        "print(n, p, d, g, K, prefix, samples, record == dict(n=0, p=0, d=0, g=0, K=0, "
+        "prefix=[], samples=[]))"
+    )
+    assert result.ok and result.stdout == "0 0 0 0 0 [] [] True\n", result
+    assert EMPTY_VIEW["samples"] == []
+
+
+# ---------------------------------------------------------------------------- limits and results
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"wall_s": 0}, "wall_s=0"),
+        ({"wall_s": float("inf")}, "wall_s=inf"),
+        ({"wall_s": "5"}, "wall_s='5'"),
+        ({"cpu_s": 0}, "cpu_s=0: give an integer >= 1"),
+        ({"cpu_s": 2.5}, "cpu_s=2.5"),
+        ({"memory_mb": 32}, "memory_mb=32: give an integer >= 128"),
+        ({"open_files": 3}, "open_files=3"),
+        ({"output_bytes": True}, "output_bytes=True"),
+        ({"file_size_mb": -1}, "file_size_mb=-1"),
+        ({"scratch_mb": 0}, "scratch_mb=0"),
+    ],
+)
+def test_limits_validation_names_the_value(kwargs: dict, message: str) -> None:
+    with pytest.raises(SandboxConfigError, match=re.escape(message)) as info:
+        SandboxLimits(**kwargs)
+    assert isinstance(info.value, GF2ConfigError)
+
+
+def test_constructor_validation() -> None:
+    with pytest.raises(SandboxConfigError, match="isolation='docker' is not one of"):
+        Sandbox(isolation="docker")
+    with pytest.raises(SandboxConfigError, match="limits must be a SandboxLimits"):
+        Sandbox(limits={"wall_s": 1})  # type: ignore[arg-type]
+    sandbox = make_sandbox(SandboxLimits(), "unsafe")
+    for size in (0, -2, 1.5, True):
+        with pytest.raises(SandboxConfigError, match=f"size={size!r}"):
+            SandboxPool(sandbox, size)  # type: ignore[arg-type]
+    with pytest.raises(SandboxConfigError, match="give \\(code, view\\) pairs"):
+        SandboxPool(sandbox, 1).map(["print(1)"])  # type: ignore[list-item]
+
+
+def test_missing_bwrap_is_refused_with_the_fix() -> None:
+    with pytest.raises(SandboxUnavailableError) as info:
+        Sandbox(isolation="bwrap", bwrap="/nonexistent/bwrap")
+    message = str(info.value)
+    assert "/nonexistent/bwrap" in message
+    assert "apt-get install -y bubblewrap" in message and UNSAFE in message
+    assert isinstance(info.value, GF2ConfigError)
+    assert detect_isolation("/nonexistent/bwrap")["bwrap"] is False
+
+
+def test_unsafe_mode_warns_and_lists_its_layers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox_mod, "_unsafe_warned", False)
+    with pytest.warns(RuntimeWarning, match="UNSAFE-rlimits-only"):
+        sandbox = Sandbox(isolation=UNSAFE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Sandbox(isolation=UNSAFE)  # once only
+    assert "bwrap-namespaces" not in sandbox.layers and "read-only-fs" not in sandbox.layers
+    assert {"process-group", "rlimits", "timeout", "output-cap"} <= set(sandbox.layers)
+    assert ("seccomp" in sandbox.layers) == bool(INFO["seccomp"])
+
+
+@needs_bwrap
+def test_bwrap_layers() -> None:
+    sandbox = Sandbox()
+    assert {
+        "process-group",
+        "rlimits",
+        "timeout",
+        "output-cap",
+        "bwrap-namespaces",
+        "read-only-fs",
+        "no-network",
+        "clearenv",
+    } <= set(sandbox.layers)
+    assert INFO["user_namespaces"] is True
+
+
+def test_seccomp_is_detected_where_it_should_be() -> None:
+    if harness.seccomp_supported():
+        assert INFO["seccomp"] is False and INFO["seccomp_error"]
+    else:
+        assert INFO["seccomp"] is True, INFO["seccomp_error"]
+
+
+def test_syscall_numbers_match_the_kernel_headers() -> None:
+    header = Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h")
+    if not header.exists():
+        header = Path("/usr/include/asm/unistd_64.h")
+    if not header.exists():
+        pytest.skip("no x86_64 kernel headers (apt-get install linux-libc-dev)")
+    table = dict(re.findall(r"#define __NR_(\w+) (\d+)", header.read_text()))
+    for name, nr in {
+        **harness.DENIED_SYSCALLS,
+        "clone": harness.NR_CLONE,
+        "clone3": harness.NR_CLONE3,
+        "kill": harness.NR_KILL,
+        "tgkill": harness.NR_TGKILL,
+    }.items():
+        assert int(table[name]) == nr, name
+
+
+def test_seccomp_program_shape() -> None:
+    prog = harness.seccomp_program(1234)
+    assert prog[0] == (harness.LD_W_ABS, 0, 0, harness.OFF_ARCH) and prog[-1][0] == harness.RET_K
+    assert len(prog) < 4096
+    for i, (code, jt, jf, _) in enumerate(prog):  # every jump lands inside the program
+        if code in (harness.JEQ_K, harness.JGE_K, harness.JSET_K):
+            assert i + 1 + max(jt, jf) < len(prog)
+
+
+def test_timeout_comes_back_promptly() -> None:
+    sandbox = make_sandbox(SandboxLimits(wall_s=1.0), "unsafe")
+    started = time.monotonic()
+    result = sandbox.run("import time\nprint('begun', flush=True)\ntime.sleep(60)")
+    elapsed = time.monotonic() - started
+    assert result.stop_reason == "timeout" and result.signal == signal.SIGKILL
+    assert 1.0 <= result.wall_s <= elapsed < 3.0
+    assert result.stdout == "begun\n"  # what was printed before the kill is kept
+    assert not result.ok
+
+
+def test_result_to_dict_and_types() -> None:
+    result = make_sandbox(SandboxLimits(), "unsafe").run("import sys\nprint('hi')\nsys.exit(3)")
+    assert isinstance(result, SandboxResult)
+    d = result.to_dict()
+    assert d["stop_reason"] == "error" and d["exit_code"] == 3 and d["ok"] is False and d["stdout"] == "hi\n"
+    assert set(d) == {f.name for f in dataclasses.fields(SandboxResult)} | {"ok"}
+    assert result.cpu_s > 0 and result.wall_s > 0
+    json.dumps(d)
+
+
+def test_syntax_error_is_an_error() -> None:
+    result = make_sandbox(SandboxLimits(), "unsafe").run("def broken(:\n")
+    assert result.stop_reason == "error" and result.exit_code == 1 and "SyntaxError" in result.stderr
+
+
+@needs_bwrap
+def test_scratch_is_private_and_fresh(ctx: Context) -> None:
+    sandbox = Sandbox(SandboxLimits())
+    first = sandbox.run(f"open('/scratch/{ctx.token}', 'w').write('x')\nimport os\nprint(os.listdir('.'))")
+    assert first.ok and ctx.token in first.stdout
+    second = sandbox.run("import os\nprint(os.listdir('/scratch'), os.listdir('/tmp'))")
+    assert second.ok and second.stdout == "[] []\n", second
+    assert list(ctx.work_tmp.iterdir()) == []
+
+
+@needs_bwrap
+def test_bwrap_sees_a_minimal_world() -> None:
+    code = (
+        "import os, sys\n"
+        "print(os.getuid(), os.getgid(), os.getpid(), sorted(os.listdir('/')))\n"
+        "print(sorted(p for p in os.listdir('/proc') if p.isdigit()))\n"
+        "print(open('/proc/self/status').read().count('0000000000000000'))\n"
+        "import numpy; print('numpy', numpy.__version__)\n"
+    )
+    result = Sandbox().run(code)
+    assert result.ok, result
+    first, pids, _, last = result.stdout.splitlines()
+    uid, gid, pid, *_ = first.split(" ", 3)
+    assert (uid, gid) == ("65534", "65534") and int(pid) < 10
+    assert "'work'" not in first and "'home'" not in first
+    assert len(eval(pids)) <= 3  # bwrap's pid 1 and this process: its own pid namespace
+    assert last == f"numpy {np.__version__}"
+
+
+def test_pool_preserves_order() -> None:
+    sandbox = make_sandbox(SandboxLimits(), "bwrap" if HAVE_BWRAP else "unsafe")
+    jobs = [
+        (f"import time\ntime.sleep({(8 - i) * 0.03})\nprint({i} * K)", {**EMPTY_VIEW, "K": 2})
+        for i in range(8)
+    ]
+    results = SandboxPool(sandbox, size=4).map(jobs)
+    assert [r.stdout for r in results] == [f"{2 * i}\n" for i in range(8)]
+    assert all(r.ok for r in results)
+    assert SandboxPool(sandbox).size == (os.cpu_count() or 1)
+    assert SandboxPool(sandbox).map([]) == []
+
+
+def test_check_command_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agents.sandbox", "--check"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert '"bwrap":' in done.stdout and '"seccomp":' in done.stdout
+    assert '"mode": "UNSAFE-rlimits-only"' in done.stdout and '"layers"' in done.stdout

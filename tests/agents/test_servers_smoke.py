@@ -1,0 +1,120 @@
+"""Real servers on the tiny offline model: vLLM on CPU and ``transformers serve``, spoken to over plain HTTP.
+
+Each test builds the model, starts its server, sends raw ``/v1/chat/completions`` and
+``/v1/completions`` requests with urllib (none of our own client code), and checks that stopping the
+server leaves no process of its group behind. vLLM needs ``.venv-vllm`` (``make .venv-vllm/.ready``):
+without it the vLLM test skips, or fails where ``GF2_REQUIRE_VLLM`` is set.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import urllib.request
+from typing import Any
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from tests.servers import group_alive, start_transformers_server, vllm_or_skip  # noqa: E402
+from train.tiny_lm import build_tiny_model  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def post(url: str, body: dict[str, Any], timeout: float = 120) -> tuple[int, dict[str, Any]]:
+    """POST ``body`` as JSON; the status and the decoded JSON answer."""
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return resp.status, json.load(resp)
+
+
+def check_usage(answer: dict[str, Any], prompt_tokens: int | None = None) -> None:
+    usage = answer["usage"]
+    assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    if prompt_tokens is not None:
+        assert usage["prompt_tokens"] == prompt_tokens
+
+
+CHAT = {"messages": [{"role": "user", "content": "hello"}], "temperature": 1.0, "seed": 1, "max_tokens": 16}
+# <|im_start|> user \n hello <|im_end|> \n <|im_start|> assistant \n: a token a character or marker.
+CHAT_PROMPT_TOKENS = 1 + 4 + 1 + 5 + 1 + 1 + 1 + 9 + 1
+
+
+def test_vllm_server_answers_chat_and_completions_then_stops(tmp_path):
+    model_dir = build_tiny_model(tmp_path / "tiny")
+    with vllm_or_skip(model_dir, log_path=tmp_path / "vllm.log") as server:
+        status, chat = post(server.base_url + "/v1/chat/completions", {"model": server.model, "n": 2, **CHAT})
+        assert status == 200 and len(chat["choices"]) == 2
+        assert all(isinstance(c["message"]["content"], str) for c in chat["choices"])
+        check_usage(chat, CHAT_PROMPT_TOKENS)
+        assert chat["usage"]["completion_tokens"] <= 2 * 16
+
+        body = {"model": server.model, "prompt": "abc", "temperature": 1.0, "seed": 1, "max_tokens": 16}
+        status, plain = post(server.base_url + "/v1/completions", {**body, "logprobs": 1})
+        assert status == 200 and len(plain["choices"]) == 1
+        check_usage(plain, 3)
+        assert len(plain["choices"][0]["logprobs"]["tokens"]) == plain["usage"]["completion_tokens"]
+        again = post(server.base_url + "/v1/completions", body)[1]
+        assert again["choices"][0]["text"] == plain["choices"][0]["text"]  # the seed fixes the sample
+
+        # A seeded prompt longer than vLLM's 2048-token prefill step: with chunked prefill on, the CPU
+        # engine dies on it ("CPU Generator does not use offset").
+        status, long = post(server.base_url + "/v1/completions", {**body, "prompt": "01 " * 1500, "n": 2})
+        assert status == 200 and len(long["choices"]) == 2
+        check_usage(long, 4500)
+
+        # gf2 eval end to end against this server: the paper's prompt, 2 depths x 4 records, twice
+        # (the second run resumes and asks nothing).
+        out = tmp_path / "eval"
+        cmd = [sys.executable, "-m", "gf2env", "eval", "--agent", "vllm", "--base-url", server.base_url,
+               "--model", server.model, "--depths", "0,3", "--trials", "4", "--n", "8", "--max-tokens", "32",
+               "--temperature", "1.0", "--out", str(out), "--quiet", "--no-plots"]  # fmt: skip
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        print(run.stdout)  # requests/s and tokens/s, for the record
+        lines = [json.loads(x) for x in (out / "queries.jsonl").read_text().splitlines()]
+        assert len(lines) == 8 and all(x["status"] == "ok" and x["prompt_tokens"] > 1000 for x in lines)
+        assert len({x["key"] for x in lines}) == 8 and all(x["score"]["failure"] for x in lines)
+        again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0 and "0 queries asked" in again.stdout
+
+        # Tool mode against the same server (sandboxed; the untrained model writes no code, so every
+        # episode ends after one turn as no_tool: the plumbing, not the skill, is what this checks).
+        tools = [*cmd[: cmd.index("--out")], "--tools", "--max-revisions", "2",
+                 "--out", str(tmp_path / "tools"), "--quiet", "--no-plots"]  # fmt: skip
+        run = subprocess.run(tools, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        lines = [json.loads(x) for x in (tmp_path / "tools" / "queries.jsonl").read_text().splitlines()]
+        assert len(lines) == 8 and all(x["status"] == "ok" for x in lines)
+        assert all(x["tool_prompt_id"] == "tools-v1" for x in lines)
+        assert all(x["tool_use"] == "no_tool" and len(x["turns"]) == 1 for x in lines)
+        pid = server.pid
+    assert not group_alive(pid)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("uvicorn") is None or importlib.util.find_spec("fastapi") is None,
+    reason="transformers serve needs transformers[serving]",
+)
+def test_transformers_server_answers_chat_and_completions_then_stops(tmp_path):
+    model_dir = build_tiny_model(tmp_path / "tiny")
+    with start_transformers_server(model_dir, log_path=tmp_path / "serve.log") as server:
+        # It ignores n and logprobs: one choice, whatever is asked.
+        status, chat = post(server.base_url + "/v1/chat/completions", {"model": server.model, "n": 2, **CHAT})
+        assert status == 200 and len(chat["choices"]) == 1
+        assert isinstance(chat["choices"][0]["message"]["content"], str)
+        check_usage(chat, CHAT_PROMPT_TOKENS)
+
+        body = {"model": server.model, "prompt": "abc", "temperature": 1.0, "seed": 1, "max_tokens": 16}
+        status, plain = post(server.base_url + "/v1/completions", body)
+        assert status == 200 and len(plain["choices"]) == 1
+        check_usage(plain, 3)
+        again = post(server.base_url + "/v1/completions", body)[1]
+        assert again["choices"][0]["text"] == plain["choices"][0]["text"]  # the seed fixes the sample
+        pid = server.pid
+    assert not group_alive(pid)

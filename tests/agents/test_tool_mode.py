@@ -1,0 +1,184 @@
+"""Tool mode end to end: the model's code runs in the real sandbox, its output comes back as a turn.
+
+The "model" is the fault server's scripted ``solver`` modes (a real HTTP server on 127.0.0.1 that
+writes the diligent decoder as a model would); the sandbox, scorer, log and harness are ours, unmocked.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("httpx")
+
+from agents.llm.tool_mode import extract_code, has_answer, start_episode, tool_usage  # noqa: E402
+from agents.sandbox import Sandbox, SandboxPool, detect_isolation, record_view  # noqa: E402
+from gf2env.oracle import TaskConfig  # noqa: E402
+from gf2env.records import generate_record, read_records  # noqa: E402
+from gf2env.report.results import read_results_csv  # noqa: E402
+from gf2env.text.answers import score_answer  # noqa: E402
+from gf2env.text.prompt import render_prompt  # noqa: E402
+from tests.fault_server import SOLVER  # noqa: E402
+from tests.paths import REFERENCE as REFERENCE_DIR
+from train.tool_env import GF2ToolEnvironment, tool_dataset  # noqa: E402
+
+REFERENCE = REFERENCE_DIR / "experiments_llm_large_adversarial.json"
+
+if not detect_isolation().get("bwrap"):
+    pytest.skip("bubblewrap cannot run here (apt-get install -y bubblewrap)", allow_module_level=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ("Here:\n```python\nprint(1)\n```", "print(1)\n"),
+        ("```py\nx = 1\n```\nthen\n```\nprint(2)\n```", "print(2)\n"),  # the last block runs
+        ("<think>```python\nprint('draft')\n```</think>no code now", None),  # reasoning never runs
+        ("The answer is \\boxed{[13, 14, 16]}", None),
+        ("```json\n{}\n```", None),  # not Python
+    ],
+)
+def test_extract_code(text, code):
+    assert extract_code(text) == code
+
+
+def episode_with(turns):
+    rec = generate_record(TaskConfig(p=6, d=3, K=4, n=2), 1, 0, seed=0)
+    prompt = render_prompt("paper-v1", rec.prefix, rec.address, rec.payload, rec.labels, n=2, p=6, d=3)
+    from agents.llm.backends import Query
+
+    episode = start_episode(Query("k", prompt, 1), record_view(rec))
+    for response, code, stdout in turns:
+        sandbox = None if stdout is None else {"stdout": stdout, "wall_s": 0.1, "stop_reason": "exited"}
+        episode.turns.append(
+            {"response": response, "code": code, "sandbox": sandbox, "finish_reason": "stop"}
+        )
+    episode.finish()
+    return episode
+
+
+def test_final_answer_precedence():
+    # A reply without code that answers wins, even over what the code printed.
+    e = episode_with([("```python\n...```", "...", "\\boxed{[2, 3]}"), ("So \\boxed{[4, 5]}", None, None)])
+    assert (e.final_text, e.answer_source, e.tool_use) == ("So \\boxed{[4, 5]}", "reply", "single_tool")
+    # The last reply has no answer: the last run that printed one.
+    e = episode_with([("```python\na```", "a", "\\boxed{[2, 3]}"), ("```python\nb```", "b", "nothing"),
+                      ("I am not sure.", None, None)])  # fmt: skip
+    assert (e.final_text, e.answer_source, e.tool_calls, e.tool_use) == (
+        "\\boxed{[2, 3]}",
+        "sandbox",
+        2,
+        "multi_tool",
+    )
+    # No code at all, no answer anywhere: the reply (no_answer).
+    e = episode_with([("I give up.", None, None)])
+    assert (e.final_text, e.answer_source, e.tool_use) == ("I give up.", "reply", "no_tool")
+    assert not has_answer(e.final_text)
+
+
+def test_the_solver_in_the_sandbox_is_always_right_on_the_papers_file():
+    if not REFERENCE.exists():
+        pytest.skip(f"the paper's reference file is not at {REFERENCE}")
+    records = read_records(REFERENCE)
+    pool = SandboxPool(Sandbox())
+    views = [{**record_view(r), "answer_offset": r.n} for r in records]
+    results = pool.map([(SOLVER, v) for v in views])
+    scores = [
+        score_answer(res.stdout, rec.target, rec.p, rec.n) for res, rec in zip(results, records, strict=True)
+    ]
+    assert all(res.ok for res in results), [res.stderr for res in results if not res.ok][:1]
+    assert sum(s.correct for s in scores) == len(records) == 20  # γ = 1 at g = 63 and 127
+    assert all("target" not in v for v in views)
+
+
+def gf2_tools(url: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "gf2env", "eval", "--agent", "vllm", "--model", "scripted",
+           "--base-url", url, "--tools", "--out", str(out), "--quiet", "--no-plots", "--retries", "0",
+           *extra]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def log_lines(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "queries.jsonl").read_text().splitlines()]
+
+
+def test_gf2_eval_tool_mode_on_the_papers_file(server, tmp_path):
+    if not REFERENCE.exists():
+        pytest.skip(f"the paper's reference file is not at {REFERENCE}")
+    run = gf2_tools(f"{server.url}/solver", tmp_path, "--records", str(REFERENCE))
+    assert run.returncode == 0, run.stderr
+    lines = log_lines(tmp_path)
+    assert len(lines) == 20 and all(x["correct"] for x in lines)
+    assert {(x["tool_use"], x["tool_calls"], x["answer_source"], x["sandbox_errors"]) for x in lines} == {
+        ("single_tool", 1, "reply", 0)
+    }
+    turns = lines[0]["turns"]
+    assert (
+        len(turns) == 2
+        and turns[0]["code"] == SOLVER
+        and turns[0]["sandbox"]["ok"]
+        and turns[1]["code"] is None
+    )
+    assert lines[0]["tool_prompt_id"] == "tools-v1" and lines[0]["sandbox_s"] > 0
+    rows = read_results_csv(tmp_path / "results.csv")
+    assert len(rows) == 20 and all(r["gamma"] == 1.0 for r in rows)
+    assert "tool use (the paper's classes)" in run.stdout and "100.0% / " in run.stdout
+    usage = tool_usage(lines)
+    assert len(usage) == 2  # g = 63 and 127
+    assert all(u["single_tool_share"] == 1.0 and u["single_tool_accuracy"] == 1.0 for u in usage)
+    again = gf2_tools(f"{server.url}/solver", tmp_path, "--records", str(REFERENCE))
+    assert "0 queries asked" in again.stdout and "20 already done" in again.stdout
+
+
+def test_revisions_after_a_failing_run_and_the_budget(server, tmp_path):
+    grid = ["--depths", "2,5", "--trials", "3", "--p", "8", "--d", "3", "--K", "24"]
+    run = gf2_tools(f"{server.url}/solver-buggy", tmp_path / "revise", *grid)
+    assert run.returncode == 0, run.stderr
+    lines = log_lines(tmp_path / "revise")
+    assert len(lines) == 6
+    for x in lines:  # buggy code, its NameError shown back, then the solver, then the answer
+        assert (x["tool_calls"], x["tool_use"], x["sandbox_errors"], len(x["turns"])) == (
+            2,
+            "multi_tool",
+            1,
+            3,
+        )
+        assert "NameError" in x["turns"][0]["sandbox"]["stderr"]
+    assert sum(x["correct"] for x in lines) >= 5  # the decoder is right unless the step is ambiguous
+    # No revisions: the model's one code run is the answer.
+    run = gf2_tools(f"{server.url}/solver", tmp_path / "once", *grid, "--max-revisions", "0")
+    assert run.returncode == 0, run.stderr
+    lines = log_lines(tmp_path / "once")
+    assert {(x["tool_calls"], x["answer_source"], len(x["turns"])) for x in lines} == {(1, "sandbox", 1)}
+    # Tool settings are part of a query's identity: the two runs share no key.
+    assert not {x["key"] for x in lines} & {x["key"] for x in log_lines(tmp_path / "revise")}
+
+
+def test_trl_style_tool_environment_rewards_only_the_first_submission():
+    from transformers.utils import get_json_schema
+
+    env = GF2ToolEnvironment(depths=(3,), seed=0)
+    rec = generate_record(TaskConfig(n=8), 5, 0, seed=2)
+    row = tool_dataset([rec])[0]
+    prompt = env.reset(**row)
+    assert prompt.startswith(env.prompt.text) and "run_python" in prompt and "target" not in prompt
+    output = env.run_python(SOLVER)
+    assert "exit code 0" in output and "\\boxed{" in output
+    right = [i + rec.n for i in rec.target]
+    wrong = [i + rec.n for i in rec.prefix[0]] if set(rec.prefix[0]) != set(rec.target) else [rec.n + 0, 1, 2]
+    assert env.submit(right).startswith("Submitted") and env.get_reward() == 1.0
+    assert "Already submitted" in env.submit(wrong) and env.get_reward() == 1.0
+    env.reset(**row)
+    env.submit(wrong)
+    assert env.get_reward() == 0.0
+    env.reset()  # a fresh step drawn by the environment itself
+    assert env.get_reward() == 0.0 and env.record.g == 3
+    env.max_tool_calls = 0
+    assert "No runs left" in env.run_python("print(1)")
+    for tool in (env.run_python, env.submit):  # what TRL builds the tool schema from
+        schema = get_json_schema(tool)["function"]
+        assert schema["description"] and schema["parameters"]["required"]

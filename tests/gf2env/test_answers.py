@@ -1,0 +1,270 @@
+"""The scorer of model text: reasoning removal, box grammar, last-answer rule, failure classes."""
+
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gf2env.text.answers import (
+    FAILURE_CLASSES,
+    AnswerFailure,
+    extract_answer,
+    score_answer,
+    strip_reasoning,
+)
+from gf2env.validator import Failure
+
+HYPOTHESIS = settings(max_examples=150, deadline=None)
+
+# The paper prompt with n = 12 address bits and p = 20 payload bits: payload index i is x_{12 + i},
+# so the target term (1, 2, 4) is answered as [13, 14, 16].
+N, P, TARGET = 12, 20, (1, 2, 4)
+F = AnswerFailure
+
+
+class Case(NamedTuple):
+    id: str
+    text: str
+    failure: AnswerFailure
+    indices: tuple[int, ...] | None
+    mode: str | None
+    n: int = N
+
+
+CASES = [
+    Case("plain", "The rows fit x_13 x_14 x_16.\n\n\\boxed{[13, 14, 16]}", F.NONE, (1, 2, 4), "strict"),
+    Case("no_spaces", "\\boxed{[13,14,16]}", F.NONE, (1, 2, 4), "strict"),
+    Case("spaces_any_order", "So: \\boxed{ [ 16 , 13 ,14 ] }.", F.NONE, (1, 2, 4), "strict"),
+    Case("left_right_in_math", "$\\boxed{\\left[13, 14, 16\\right]}$", F.NONE, (1, 2, 4), "strict"),
+    Case("whitespace_separated", "\\boxed{[13 14 16]}", F.NONE, (1, 2, 4), "strict"),
+    Case(
+        "qwen_think_guess_then_final",
+        "<think>\nMaybe \\boxed{[13, 14, 15]}? Row 4 rules out x_15.\n</think>\n\n"
+        "The next monomial is \\boxed{[13, 14, 16]}.",
+        F.NONE,
+        (1, 2, 4),
+        "strict",
+    ),
+    Case(
+        "thinking_block",
+        "<thinking>First guess \\boxed{[20, 21, 22]}.</thinking>\nFinal: \\boxed{[13, 14, 16]}",
+        F.NONE,
+        (1, 2, 4),
+        "strict",
+    ),
+    Case(
+        "uppercase_tags_wrong_final",
+        "<THINK>it is \\boxed{[13, 14, 16]}</Think>\nAnswer: \\boxed{[13, 14, 17]}",
+        F.WRONG_TERM,
+        (1, 2, 5),
+        "strict",
+    ),
+    Case(
+        "unclosed_think_truncated",
+        "<think>\nLet me test \\boxed{[13, 14, 16]} against every row... row 61: y = 1, and",
+        F.NO_ANSWER,
+        None,
+        None,
+    ),
+    Case(
+        "stray_close_qwen_template",
+        "Rows 3 and 7 suggest \\boxed{[13, 14, 17]}, but row 9 does not.\n</think>\n\n\\boxed{[13, 14, 16]}",
+        F.NONE,
+        (1, 2, 4),
+        "strict",
+    ),
+    Case(
+        "stray_close_nothing_after",
+        "I think \\boxed{[13, 14, 16]}\n</think>\nI could not decide.",
+        F.NO_ANSWER,
+        None,
+        None,
+    ),
+    Case(
+        "code_with_dicts",
+        "```python\nd = {1: [2]}\nrows = {k: [v] for k, v in d.items()}\nprint({'s': [13]})\n```\n"
+        "So the term is \\boxed{[13, 14, 16]}",
+        F.NONE,
+        (1, 2, 4),
+        "strict",
+    ),
+    Case(
+        "unclosed_box_then_code",
+        "\\boxed{[13, 14, 16]\n```python\nd = {1: [2]}\n```",
+        F.NO_ANSWER,
+        None,
+        None,
+    ),
+    Case("nested_braces_x", "\\boxed{[x_{13}, x_{14}, x_{16}]}", F.NONE, (1, 2, 4), "strict"),
+    Case("variable_names", "\\boxed{[x_13, x14, X_16]}", F.NONE, (1, 2, 4), "strict"),
+    Case("compact_v_names_offset0", "\\boxed{[v_1, v_2, v_4]}", F.NONE, (1, 2, 4), "strict", 0),
+    Case("wrong_term", "\\boxed{[13, 14, 15]}", F.WRONG_TERM, (1, 2, 3), "strict"),
+    Case("wrong_degree", "\\boxed{[13, 14]}", F.WRONG_DEGREE, (1, 2), "strict"),
+    Case("duplicate", "\\boxed{[13, 13, 16]}", F.DUPLICATE, (1, 1, 4), "strict"),
+    Case("payload_indices_not_offset", "\\boxed{[1, 2, 4]}", F.OUT_OF_RANGE, (-11, -10, -8), "strict"),
+    Case("not_offset_n32", "\\boxed{[1, 2, 3]}", F.OUT_OF_RANGE, (-31, -30, -29), "strict", 32),
+    Case("above_range", "\\boxed{[13, 14, 40]}", F.OUT_OF_RANGE, (1, 2, 28), "strict"),
+    Case("negative", "\\boxed{[-1, 14, 16]}", F.OUT_OF_RANGE, (-13, 2, 4), "strict"),
+    Case("float", "\\boxed{[13, 14, 1.5]}", F.NOT_INTEGER, None, "strict"),
+    Case("letters", "\\boxed{[a, b, c]}", F.NOT_INTEGER, None, "strict"),
+    Case("empty_box", "The answer is \\boxed{}.", F.NO_ANSWER, None, None),
+    Case("empty_list", "\\boxed{[]}", F.NO_ANSWER, None, "strict"),
+    Case("no_box", "I believe the term is x_13 x_14 x_16.", F.NO_ANSWER, None, None),
+    Case("prose_answer_line", "Answer: see the rows above.", F.NO_ANSWER, None, None),
+    Case("code_assignment_not_answer", "answer = [13, 14, 16]\nprint(answer)", F.NO_ANSWER, None, None),
+    Case("answer_line_brackets", "Rows agree.\nANSWER: [13, 14, 16]", F.NONE, (1, 2, 4), "lenient"),
+    Case("answer_line_bare", "ANSWER: 13, 14, 16", F.NONE, (1, 2, 4), "lenient"),
+    Case("answer_line_markdown", "**Answer:** [13, 14, 16]", F.NONE, (1, 2, 4), "lenient"),
+    Case("final_answer_line", "**Final Answer**: $[13, 14, 16]$.", F.NONE, (1, 2, 4), "lenient"),
+    Case(
+        "lenient_last_wins",
+        "Answer: [i1, i2, i3]\nworking...\nAnswer: [13, 14, 16]",
+        F.NONE,
+        (1, 2, 4),
+        "lenient",
+    ),
+    Case(
+        "lenient_last_wins_not_first",
+        "Answer: [13, 14, 16]\nAnswer: [i1, i2, i3]",
+        F.NOT_INTEGER,
+        None,
+        "lenient",
+    ),
+    Case(
+        "lenient_conflict",
+        "Answer: [13, 14, 15]\nHmm.\nAnswer: [13, 14, 16]",
+        F.MULTIPLE_CONFLICTING,
+        None,
+        "lenient",
+    ),
+    Case(
+        "answer_line_then_box_box_wins",
+        "ANSWER: [13, 14, 15]\nOn reflection row 12 needs x_16:\n\\boxed{[13, 14, 16]}",
+        F.NONE,
+        (1, 2, 4),
+        "strict",
+    ),
+    Case(
+        "two_different_boxes",
+        "Either \\boxed{[13, 14, 15]} or \\boxed{[13, 14, 16]}.",
+        F.MULTIPLE_CONFLICTING,
+        None,
+        "strict",
+    ),
+    Case(
+        "same_box_twice",
+        "\\boxed{[13, 14, 16]}\n\nTo restate: \\boxed{[16, 14, 13]}",
+        F.NONE,
+        (1, 2, 4),
+        "strict",
+    ),
+    Case(
+        "interleaved_reasoning_conflict",
+        "<think>a</think>\\boxed{[13, 14, 15]}\n<think>b</think>\\boxed{[13, 14, 16]}",
+        F.MULTIPLE_CONFLICTING,
+        None,
+        "strict",
+    ),
+    Case(
+        "format_echo_not_conflict",
+        "I will answer as \\boxed{[i1, i2, i3]}.\nChecking rows...\n\\boxed{[13, 14, 16]}",
+        F.NONE,
+        (1, 2, 4),
+        "strict",
+    ),
+    Case("set_notation", "\\boxed{\\{13, 14, 16\\}}", F.NONE, (1, 2, 4), "lenient"),
+    Case("set_left_right", "$\\boxed{\\left\\{13, 14, 16\\right\\}}$", F.NONE, (1, 2, 4), "lenient"),
+    Case("bare_box", "\\boxed{13, 14, 16}", F.NONE, (1, 2, 4), "lenient"),
+    Case("bare_box_and_line_agree", "\\boxed{13, 14, 16}\nANSWER: 13, 14, 16", F.NONE, (1, 2, 4), "lenient"),
+    Case(
+        "strict_beats_lenient_box",
+        "\\boxed{13, 14, 15} is wrong; \\boxed{[13, 14, 16]}",
+        F.NONE,
+        (1, 2, 4),
+        "strict",
+    ),
+    Case("nested_box", "\\boxed{\\boxed{[13, 14, 16]}}", F.NONE, (1, 2, 4), "strict"),
+    Case("escaped_backslash", "\\\\boxed{[13, 14, 16]}", F.NONE, (1, 2, 4), "strict"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_score_table(case: Case) -> None:
+    score = score_answer(case.text, TARGET, P, case.n)
+    assert score.failure is case.failure
+    assert score.correct is (case.failure is F.NONE)
+    assert score.indices == case.indices
+    assert score.mode == case.mode
+    record = score.to_dict()
+    assert json.loads(json.dumps(record)) == record
+    assert record["failure"] == case.failure.value
+
+
+def test_extraction_fields() -> None:
+    text = "<think>\\boxed{[1, 2, 3]}</think>\nA \\boxed{[13, 14, 16]} then \\boxed{[14, 13, 16]}"
+    ex = extract_answer(text)
+    assert ex.answer == "[14, 13, 16]"
+    assert ex.mode == "strict"
+    assert ex.failure is None
+    assert ex.candidates == ("[13, 14, 16]", "[14, 13, 16]")
+    assert ex.reasoning_removed
+    assert ex.items == ("14", "13", "16")
+    plain = extract_answer("\\boxed{13, 14, 16}")
+    assert plain.answer == "13, 14, 16" and plain.mode == "lenient" and not plain.reasoning_removed
+    none = extract_answer("nothing here")
+    assert none == extract_answer("nothing here")
+    assert (none.answer, none.mode, none.failure, none.candidates) == (None, None, F.NO_ANSWER, ())
+
+
+def test_strip_reasoning() -> None:
+    assert strip_reasoning("a<think>b</think>c") == ("a\nc", True)
+    assert strip_reasoning("a<thinking>b") == ("a", True)
+    assert strip_reasoning("a</think>c") == ("c", True)
+    assert strip_reasoning("no tags") == ("no tags", False)
+
+
+def test_failure_classes_cover_validator() -> None:
+    assert {f.value for f in Failure} <= set(FAILURE_CLASSES)
+    assert set(FAILURE_CLASSES) == {f.value for f in AnswerFailure}
+    assert "multiple_conflicting" in FAILURE_CLASSES
+    assert AnswerFailure is Failure  # one set of failure classes, the validator's
+
+
+NOISE = st.text(alphabet=st.characters(blacklist_characters="\\<", blacklist_categories=("Cs",)), max_size=60)
+
+
+@st.composite
+def _targets(draw: st.DrawFn) -> tuple[int, int, tuple[int, ...]]:
+    p = draw(st.integers(1, 64))
+    k = draw(st.integers(1, min(p, 8)))
+    target = tuple(sorted(draw(st.sets(st.integers(0, p - 1), min_size=k, max_size=k))))
+    return draw(st.integers(0, 64)), p, target
+
+
+def _box(n: int, target: tuple[int, ...]) -> str:
+    return f"\\boxed{{[{', '.join(str(n + i) for i in target)}]}}"
+
+
+@HYPOTHESIS
+@given(_targets(), NOISE, NOISE)
+def test_rendered_box_scores_correct(drawn: tuple[int, int, tuple[int, ...]], pre: str, post: str) -> None:
+    n, p, target = drawn
+    score = score_answer(f"{pre}{_box(n, target)}{post}", target, p, n)
+    assert score.correct and score.failure is F.NONE
+    assert score.indices == target
+
+
+@HYPOTHESIS
+@given(_targets(), NOISE, NOISE, NOISE)
+def test_guess_in_reasoning_never_counts(
+    drawn: tuple[int, int, tuple[int, ...]], a: str, b: str, c: str
+) -> None:
+    n, p, target = drawn
+    wrong = tuple(i + 1 for i in target)
+    text = f"<think>{a}{_box(n, wrong)}{b}</think>{c}{_box(n, target)}"
+    assert score_answer(text, target, p, n).correct
+    assert not score_answer(f"{a}</think>{_box(n, wrong)}{b}", target, p, n).correct

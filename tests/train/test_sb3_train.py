@@ -1,0 +1,122 @@
+"""SB3 training with the γ_g callback, checkpoints as agents, and gf2 compare mixing them with estimators."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("stable_baselines3")
+
+from agents.harness.grid import Grid, grid_cells  # noqa: E402
+from agents.sb3_agent import SB3Agent, SB3Spec, observations  # noqa: E402
+from gf2env.env import GF2ReconEnv  # noqa: E402
+from gf2env.errors import GF2ConfigError  # noqa: E402
+from gf2env.records import Record  # noqa: E402
+from tests.paths import REPO as ROOT
+from train.gamma import read_gamma_csv  # noqa: E402
+from train.sb3 import load_sb3_config  # noqa: E402
+
+SMALL = ROOT / "configs" / "sb3-small.yaml"
+CONFIG = """\
+env: {{p: 6, d: 3, n: 4, K: 8, sampling: adversarial, step_mode: reveal}}
+num_envs: 4
+algo: ppo
+ppo: {{policy: MultiInputPolicy, n_steps: 32, batch_size: 64, n_epochs: 1, gamma: 0.0}}
+dqn: {{policy: MultiInputPolicy, learning_starts: 64, buffer_size: 1000, batch_size: 32, gamma: 0.0}}
+total_timesteps: 384
+gamma: {{depths: [0, 1], trials: 20, every: 128, eval_seed: 99}}
+checkpoint_every: 256
+seed: 0
+output_dir: {out}
+"""
+
+
+def train_sb3(config: Path, *extra: str) -> None:
+    cmd = [sys.executable, "-m", "gf2env", "train", "sb3", "--config", str(config), *extra]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("sb3")
+    out = {}
+    for algo in ("ppo", "dqn"):
+        config = root / f"{algo}.yaml"
+        config.write_text(CONFIG.format(out=root / algo))
+        train_sb3(config, "--algo", algo)
+        out[algo] = root / algo
+    return out
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_training_writes_gamma_rows_checkpoints_and_plots(trained, algo):
+    out = trained[algo]
+    rows = read_gamma_csv(out / "gamma.csv")
+    steps = sorted({r["step"] for r in rows})
+    assert steps[0] == 0 and steps[-1] >= 384 and len(steps) >= 4  # start, every 128 timesteps, end
+    assert all(len([r for r in rows if r["step"] == s]) == 2 for s in steps)  # one row a (step, depth)
+    assert all(0 <= r["gamma_lo"] <= r["gamma_mean"] <= r["gamma_hi"] <= 1 for r in rows)
+    assert {r["trials"] for r in rows} == {20}
+    assert (out / "final.zip").exists() and list((out / "checkpoints").glob(f"{algo}_*_steps.zip"))
+    assert (out / "gamma_vs_step.png").exists() and list((out / "tensorboard").iterdir())
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_a_checkpoint_reloads_as_an_agent_with_the_same_actions(trained, algo):
+    import stable_baselines3 as sb3
+
+    path = trained[algo] / "final.zip"
+    agent = SB3Agent(SB3Spec(str(path), algo))
+    live = getattr(sb3, algo.upper()).load(str(path), device="cpu")
+    cell = next(grid_cells(Grid(depths=(1,), trials=30, p=(6,), d=(3,), K=(8,), seed=5)))
+    first, again = agent.answer(cell), SB3Agent(SB3Spec(str(path), algo)).answer(cell)
+    assert np.array_equal(first.action, again.action) and np.allclose(first.gamma, again.gamma)
+    # The observation built from a record is the env's own at that step: same actions on the env.
+    env = GF2ReconEnv(p=6, d=3, n=4, K=8, start_depth=1)
+    obs, _ = env.reset(seed=11)
+    record = Record.from_step(env.instance, env.evidence)
+    built = observations([record], 4)
+    for key, value in obs.items():
+        np.testing.assert_array_equal(built[key][0], value)
+    assert live.predict(obs, deterministic=True)[0] == agent.model.predict(built, deterministic=True)[0][0]
+    if algo == "ppo":  # γ is the policy's probability of the truth; its rows sum to one
+        probs = agent.action_probabilities(built)
+        assert probs.shape == (1, 15) and np.isclose(probs.sum(), 1.0)
+    with pytest.raises(GF2ConfigError, match="trained at p=6"):
+        agent.check(12, 4, 32, 0)
+    with pytest.raises(GF2ConfigError, match="n=4 terms"):
+        agent.check(6, 3, 8, 4)
+
+
+def test_gf2_compare_runs_an_sb3_checkpoint_next_to_estimators(trained, tmp_path):
+    config = tmp_path / "compare.yaml"
+    config.write_text(
+        f"agents: [A, C, {{sb3: {{path: {trained['ppo'] / 'final.zip'}, algo: ppo, name: ppo}}}}]\n"
+        "grid: {p: [6], d: [3], K: [8], depths: [0, 1, 2], trials: 30, seed: 4}\n"
+        f"out: {tmp_path / 'out'}\n"
+    )
+    run = subprocess.run([sys.executable, "-m", "gf2env", "compare", "--config", str(config), "--quiet"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = tmp_path / "out"
+    for name in ("results.csv", "summary.csv", "fit.csv", "gamma_vs_depth_p6_adversarial.png"):
+        assert (out / name).stat().st_size > 0, name
+    fitted = {line.split(",")[0] for line in (out / "fit.csv").read_text().splitlines()[1:]}
+    assert fitted == {"A", "C", "ppo"}
+    assert "ppo" in run.stdout and "effective-prefix fit" in run.stdout
+
+
+def test_sb3_config_errors_name_the_fix(tmp_path):
+    assert load_sb3_config(SMALL).algo == "ppo" and load_sb3_config(SMALL, algo="dqn").hyper["buffer_size"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("env: {n: 2}\ngamma: {depths: [0, 3]}\n")
+    with pytest.raises(GF2ConfigError, match="evaluate at depths below n"):
+        load_sb3_config(bad)
+    bad.write_text("env: {}\nppo_hyper: {}\n")
+    with pytest.raises(GF2ConfigError, match=r"unknown keys \['ppo_hyper'\]"):
+        load_sb3_config(bad)

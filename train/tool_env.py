@@ -1,0 +1,171 @@
+"""A GF2Recon step as a tool-calling environment, in the shape TRL's ``GRPOTrainer`` takes.
+
+``GRPOTrainer(..., environment_factory=GF2ToolEnvironment)`` makes one instance per rollout, calls
+``reset(**row)`` with the dataset row (its return value is appended to the last user message), and
+exposes the public methods as tools, their docstrings being the tool descriptions:
+
+- :meth:`GF2ToolEnvironment.run_python` runs code in :class:`agents.sandbox.Sandbox` on the step's
+  record (the same public view as tool mode: never the answer) and returns what it printed;
+- :meth:`GF2ToolEnvironment.submit` hands in the answer; the first submission is final (no
+  backtracking), later ones are refused;
+- :meth:`GF2ToolEnvironment.get_reward` (called by TRL once per rollout): 1.0 for the exact next
+  term, else 0.0.
+
+Rows come from :func:`tool_dataset` (a ``record`` column with the record's JSON); without one,
+``reset()`` draws a fresh step itself (depth uniform over ``depths``, record ``i`` of the instance
+a pure function of ``(seed, g, i)``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from agents.llm.tool_mode import FEEDBACK_CHARS
+from agents.sandbox import Sandbox, record_view
+from gf2env.errors import GF2ConfigError
+from gf2env.oracle import TaskConfig
+from gf2env.records import Record, generate_record
+from gf2env.text.answers import score_answer
+from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS, Prompt, render_prompt
+
+
+def tool_call_instructions(answer_offset: int) -> str:
+    """What the model is told about the two tools (appended to the prompt by :meth:`reset`)."""
+    return (
+        "Tools: run_python(code) runs Python 3 (numpy and the standard library) on this record and returns "
+        "what it printed; the record is loaded as `n`, `p`, `d`, `g`, `K`, `prefix` (known terms as lists of "
+        "0-based payload indices) and `samples` (dicts with `x`, `bits`, `address`, `payload`, `y`), also in "
+        f"`record`. Payload index j is the prompt's variable {answer_offset} + j. When you know the next "
+        "term, call submit(indices) once with its indices in the prompt's numbering; the first submission "
+        "is final."
+    )
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= FEEDBACK_CHARS else text[:FEEDBACK_CHARS] + "\n[... cut]"
+
+
+class GF2ToolEnvironment:
+    """One step of GF2Recon with a Python tool and an answer tool (see the module docs).
+
+    Args:
+        sandbox: where ``run_python`` runs (default: ``Sandbox()``, which refuses to start where
+            bubblewrap cannot run).
+        prompt_id: the prompt of the step (``paper-v1`` or ``compact-v1``).
+        max_tool_calls: ``run_python`` calls a rollout may make (the paper: 1 + 10 revisions).
+        depths, p, d, K, sampling, seed: how ``reset()`` draws a step when the row has no record.
+    """
+
+    def __init__(
+        self,
+        sandbox: Sandbox | None = None,
+        prompt_id: str = PAPER_PROMPT_ID,
+        max_tool_calls: int = 11,
+        depths: Sequence[int] = (0, 1, 3, 7, 15, 31),
+        p: int = 12,
+        d: int = 4,
+        K: int = 32,
+        sampling: str = "adversarial",
+        seed: int | None = None,
+    ) -> None:
+        if prompt_id not in PROMPT_IDS:
+            raise GF2ConfigError(f"prompt_id={prompt_id!r} is unknown; pass one of {PROMPT_IDS}.")
+        if max_tool_calls < 0:
+            raise GF2ConfigError(f"max_tool_calls={max_tool_calls} is negative; pass 0 or more.")
+        if not depths or min(depths) < 0:
+            raise GF2ConfigError(f"depths={tuple(depths)} must be a non-empty list of depths >= 0.")
+        self.sandbox = sandbox or Sandbox()
+        self.prompt_id, self.max_tool_calls = prompt_id, max_tool_calls
+        self.depths = tuple(depths)
+        self.configs = {g: TaskConfig(p=p, d=d, K=K, n=g + 1, sampling=sampling) for g in self.depths}
+        self.seed = int(np.random.SeedSequence(seed).entropy % 2**32) if seed is None else seed
+        self._rng = np.random.default_rng(self.seed)
+        self._drawn = 0
+        self.record: Record | None = None
+        self.prompt: Prompt | None = None
+        self.tool_calls = 0
+        self.submission: dict[str, Any] | None = None
+
+    def reset(self, record: str | dict[str, Any] | None = None, **row: Any) -> str:
+        """Start a rollout on ``record`` (a dataset row's JSON), or on a freshly drawn step."""
+        if record is None:
+            g = int(self._rng.choice(self.depths))
+            self.record = generate_record(self.configs[g], g, self._drawn, self.seed)
+            self._drawn += 1
+        else:
+            self.record = Record.from_json(json.loads(record) if isinstance(record, str) else record)
+        rec = self.record
+        self.prompt = render_prompt(
+            self.prompt_id, rec.prefix, rec.address, rec.payload, rec.labels, n=rec.n, p=rec.p, d=rec.d
+        )
+        self.tool_calls, self.submission = 0, None
+        return f"{self.prompt.text}\n\n{tool_call_instructions(self.prompt.answer_offset)}"
+
+    def _require_reset(self) -> tuple[Record, Prompt]:
+        if self.record is None or self.prompt is None:
+            raise GF2ConfigError("The environment has no step yet; call reset() first.")
+        return self.record, self.prompt
+
+    def run_python(self, code: str) -> str:
+        """Run Python 3 code on the task's record and return what it printed.
+
+        The record is preloaded as variables n, p, d, g, K, prefix and samples (and the dict
+        record); numpy and the standard library can be imported. There is no network and no
+        access to files outside a scratch directory.
+
+        Args:
+            code: The Python source to run.
+
+        Returns:
+            The exit status, the standard output and the standard error of the run.
+        """
+        rec, prompt = self._require_reset()
+        if self.tool_calls >= self.max_tool_calls:
+            return f"No runs left: this rollout has used all {self.max_tool_calls} of them. Call submit."
+        self.tool_calls += 1
+        result = self.sandbox.run(code, {**record_view(rec), "answer_offset": prompt.answer_offset})
+        out = f"exit code {result.exit_code} ({result.stop_reason}, {result.wall_s:.2f} s)\n"
+        out += f"stdout:\n{_clip(result.stdout)}"
+        if result.stdout_truncated:
+            out += "\n(stdout was cut at the sandbox's output limit)"
+        if result.stderr:
+            out += f"\nstderr:\n{_clip(result.stderr)}"
+        return out
+
+    def submit(self, indices: list[int]) -> str:
+        """Submit the next term of the circuit. Only the first submission counts.
+
+        Args:
+            indices: The variable indices of the next term's payload variables, in the prompt's numbering.
+
+        Returns:
+            A confirmation that the answer was recorded (it does not say whether it is right).
+        """
+        rec, prompt = self._require_reset()
+        if self.submission is not None:
+            return f"Already submitted {self.submission['answer']}; the first submission is final."
+        answer = "\\boxed{[" + ", ".join(str(i) for i in indices) + "]}"
+        score = score_answer(answer, rec.target, rec.p, prompt.answer_offset)
+        self.submission = {"answer": list(indices), "score": score.to_dict(), "tool_calls": self.tool_calls}
+        return f"Submitted {list(indices)}."
+
+    def get_reward(self) -> float:
+        """1.0 if the submitted term is the exact next term, else 0.0 (no submission: 0.0)."""
+        return float(self.submission is not None and self.submission["score"]["correct"])
+
+
+def tool_dataset(records: Sequence[Record], prompt: str = "") -> list[dict[str, Any]]:
+    """Rows for ``datasets.Dataset.from_list``: a chat ``prompt`` (``reset`` appends the step) and the
+    record's JSON (read by :meth:`GF2ToolEnvironment.reset`; it holds the target, which the model
+    never sees: only the environment reads it)."""
+    return [
+        {"prompt": [{"role": "user", "content": prompt}], "record": json.dumps(rec.to_json()), "g": rec.g}
+        for rec in records
+    ]
+
+
+__all__ = ["GF2ToolEnvironment", "tool_call_instructions", "tool_dataset"]
