@@ -21,6 +21,10 @@ uniform prior the task draws supports from, and comes back as an ``(R, C)`` arra
   supports are marginalised by enumerating the distribution of their XORed contributions to the K
   labels, meeting in the middle. Its cost grows like ``C^(u/2 + 1)`` for ``u`` unknown terms, so it
   refuses batches past :data:`EXACT_WORK_LIMIT` (at p=12, d=4: up to 3 unknown terms).
+
+One idea: the posterior over the next term's support given a step's data, on one batch layout;
+the estimators differ only in which parts of the prefix they condition on, and share the masks,
+the batch and the normalisation, so they stay together.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from agents.llm.query_log import QueryLog
 from agents.sb3_agent import SB3Spec
 from gf2env.errors import GF2ConfigError
 from gf2env.records import read_records
+from gf2env.report.fit import EffectivePrefixFit, fit_agents, write_fits_csv
 from gf2env.report.plots import write_figures
 from gf2env.report.results import format_summary, summarize, write_results_csv, write_summary_csv
 
@@ -195,7 +196,7 @@ class CompareReport:
     figures: list[Path] = field(default_factory=list)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)  # LLM agents' throughput and unanswered records
-    fits: list[Any] = field(default_factory=list)  # report.fit.EffectivePrefixFit, one per agent and setting
+    fits: list[EffectivePrefixFit] = field(default_factory=list)  # one per agent and setting
     fit_csv: Path | None = None
 
 
@@ -232,11 +233,9 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
     summary = summarize(evaluation.rows, level=config.level)
     write_summary_csv(summary_csv, summary)
     figures = write_figures(summary, config.out) if config.plots else []
-    fits: list[Any] = []
+    fits: list[EffectivePrefixFit] = []
     fit_csv = None
     if config.fit:
-        from gf2env.report.fit import write_fits_csv
-
         curve_seed = config.grid.seed + 1 if config.grid else 1  # D-curve records: not the evaluated ones
         fits, why = fit_agents(evaluation.rows, seed=curve_seed, progress=progress)
         notes.extend(why)
@@ -247,54 +246,6 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
     return CompareReport(
         evaluation, summary, results_csv, summary_csv, figures, seconds, notes, fits, fit_csv
     )
-
-
-def fit_agents(
-    rows: list[dict[str, Any]],
-    agents: list[str] | None = None,
-    value: str = "gamma",
-    curve: Any = None,
-    curve_trials: int = 500,
-    seed: int = 1,
-    progress: bool = True,
-) -> tuple[list[Any], list[str]]:
-    """The effective-prefix fit of every agent at every setting (p, d, K, sampling) with 2+ depths.
-
-    ``value`` is what counts as success at a record: ``gamma`` (the agent's probability of the
-    truth, the paper's metric and what the D curve holds; for LLMs the fraction of right answers)
-    or ``correct`` (its chosen action).
-
-    The D curve (estimator D knowing k of g terms) is simulated for each setting on records of
-    ``seed`` (``curve`` passes one in, for a single setting). Returns the fits and a line for each
-    setting or agent that could not be fitted, and why.
-    """
-    from agents.harness.evaluate import simulate_d_curve
-    from gf2env.oracle import TaskConfig
-    from gf2env.report.fit import DepthCounts, fit_effective_prefix
-
-    fits, notes = [], []
-    settings = sorted({(r["p"], r["d"], r["K"], r["sampling"]) for r in rows})
-    for p, d, K, sampling in settings:
-        here = [r for r in rows if (r["p"], r["d"], r["K"], r["sampling"]) == (p, d, K, sampling)]
-        depths = sorted({r["g"] for r in here})
-        if len(depths) < 2:
-            notes.append(f"note: no effective-prefix fit at p={p} d={d} K={K} {sampling}: one depth only")
-            continue
-        setting_curve = curve
-        if setting_curve is None:
-            mode = sampling if sampling != "unknown" else "adversarial"
-            config = TaskConfig(p=p, d=d, K=K, n=max(depths) + 1, sampling=mode)
-            setting_curve = simulate_d_curve(config, depths, curve_trials, seed=seed, progress=progress)
-        for agent in agents or list(dict.fromkeys(r["agent"] for r in here)):
-            mine = [r for r in here if r["agent"] == agent]
-            if not mine:
-                continue
-            try:
-                counts = DepthCounts.from_rows(mine, agent=agent, value=value)
-                fits.append(fit_effective_prefix(counts, setting_curve))
-            except GF2ConfigError as err:
-                notes.append(f"note: no effective-prefix fit for {agent} at p={p} d={d} K={K}: {err}")
-    return fits, notes
 
 
 def print_report(report: CompareReport) -> None:
@@ -324,7 +275,6 @@ __all__ = [
     "agent_from_config",
     "config_from_mapping",
     "default_config",
-    "fit_agents",
     "grid_from_mapping",
     "load_config",
     "print_report",

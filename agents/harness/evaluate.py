@@ -16,15 +16,11 @@ import numpy as np
 from tqdm import tqdm
 
 from agents.base import Agent, Cell
-from agents.estimators import KnownTerms, Partial, make_estimator
+from agents.estimators import make_estimator
 from agents.llm.agent import LLMAgent, LLMSpec
 from agents.llm.query_log import QueryLog
 from agents.sb3_agent import SB3Spec
 from gf2env.errors import GF2ConfigError
-from gf2env.oracle import TaskConfig
-from gf2env.posterior import StepBatch
-from gf2env.records import generate_record
-from gf2env.report.fit import DCurve
 
 
 @dataclass
@@ -123,26 +119,9 @@ def make_agents(specs: Sequence[str | LLMSpec | SB3Spec], log: QueryLog | None =
     return agents
 
 
-def simulate_d_curve(
-    config: TaskConfig, depths: Sequence[int], trials: int, seed: int = 0, progress: bool = True
-) -> DCurve:
-    """Mean γ of estimator D (composite) knowing ``k = 0..g`` terms at each depth: the table the
-    effective-prefix fit interpolates. All ``k`` share the same records at a depth."""
-    table: dict[int, np.ndarray] = {}
-    for g in tqdm(sorted(set(depths)), desc="D curve", unit="depth", disable=not progress):
-        cfg = TaskConfig(p=config.p, d=config.d, K=config.K, n=g + 1, sampling=config.sampling, w=config.w)
-        batch = StepBatch.from_records([generate_record(cfg, g, t, seed) for t in range(trials)])
-        rng = np.random.default_rng([seed, g])
-        table[g] = np.array(
-            [Partial(KnownTerms(count=k)).evaluate(batch, rng).gamma.mean() for k in range(g + 1)]
-        )
-    return DCurve(depths=tuple(sorted(table)), table=table)
-
-
 __all__ = [
     "Evaluation",
     "agent_rng",
     "evaluate",
     "make_agents",
-    "simulate_d_curve",
 ]

@@ -13,8 +13,7 @@ with Jeffreys intervals (:func:`jeffreys_interval`).
 from __future__ import annotations
 
 import csv
-import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from math import comb
 from pathlib import Path
 from typing import Any
@@ -23,115 +22,39 @@ import numpy as np
 from scipy.stats import beta
 
 from gf2env.errors import GF2ConfigError, RecordFormatError
-
-RESULT_COLUMNS = (
-    "agent",
-    "source",
-    "sampling",
-    "p",
-    "d",
-    "K",
-    "n",
-    "g",
-    "trial",
-    "seed",
-    "gamma",
-    "correct",
-    "action",
-    "target",
-    "num_candidates",
+from gf2env.report.schema import (
+    RESULTS,
+    SUMMARY,
+    SUMMARY_KEYS,
+    ErrorType,
+    format_cell,
+    missing,
+    read_table,
 )
-_RESULT_STR = ("agent", "source", "sampling")
-_RESULT_INT = ("p", "d", "K", "n", "g", "trial", "action", "target", "num_candidates")
 
-SUMMARY_KEYS = ("agent", "sampling", "p", "d", "K", "g")
-SUMMARY_COLUMNS = (
-    *SUMMARY_KEYS,
-    "trials",
-    "gamma_mean",
-    "gamma_lo",
-    "gamma_hi",
-    "accuracy",
-    "accuracy_lo",
-    "accuracy_hi",
-    "chance",
-    "level",
-)
-_SUMMARY_INT = ("p", "d", "K", "g", "trials")
-_SUMMARY_FLOAT = SUMMARY_COLUMNS[len(SUMMARY_KEYS) + 1 :]  # everything after the keys and trials
-
+RESULT_COLUMNS = RESULTS.names
+SUMMARY_COLUMNS = SUMMARY.names
 _GAMMA_SLACK = 1e-9  # γ this far outside [0, 1] (float round-off in a posterior sum) is clipped
 
 FloatOrArray = float | np.ndarray
-ErrorType = Callable[[str], Exception]
 
 
 # ---------------------------------------------------------------------------------------- coercion
 
 
-def _to_int(value: Any, column: str, where: str, error: ErrorType) -> int:
-    if isinstance(value, (bool, np.bool_)):
-        return int(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-    raise error(f"{where}: {column}={value!r} is not an integer; give {column} as an int.")
-
-
-def _to_float(value: Any, column: str, where: str, error: ErrorType) -> float:
-    try:
-        out = float(value.strip() if isinstance(value, str) else value)
-    except (TypeError, ValueError):
-        raise error(f"{where}: {column}={value!r} is not a number; give {column} as a float.") from None
-    if not math.isfinite(out):
-        raise error(f"{where}: {column}={value!r} is not finite; give a finite {column}.")
-    return out
-
-
-def _to_str(value: Any, column: str, where: str, error: ErrorType, required: bool = True) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        value = ""
-    out = str(value)
-    if required and not out.strip():
-        raise error(f"{where}: {column} is empty; give a non-empty {column} string.")
-    return out
-
-
-def _missing(keys: Iterable[str], columns: Sequence[str]) -> list[str]:
-    present = set(keys)
-    return [c for c in columns if c not in present]
-
-
 def _coerce_result(row: Mapping[str, Any], where: str, error: ErrorType) -> dict[str, Any]:
     """``row``'s ``RESULT_COLUMNS`` with their types restored and checked; extra keys are dropped."""
-    missing = _missing(row.keys(), RESULT_COLUMNS)
-    if missing:
-        raise error(
-            f"{where} lacks the columns {missing}; a results row needs all of {list(RESULT_COLUMNS)}."
-        )
-    out: dict[str, Any] = {}
-    for col in _RESULT_STR:
-        out[col] = _to_str(row[col], col, where, error, required=col != "source")
-    for col in _RESULT_INT:
-        out[col] = _to_int(row[col], col, where, error)
-    seed = row["seed"]
-    blank = seed is None or (isinstance(seed, str) and not seed.strip())
-    blank = blank or (isinstance(seed, (float, np.floating)) and math.isnan(seed))
-    out["seed"] = None if blank else _to_int(seed, "seed", where, error)
-    gamma = _to_float(row["gamma"], "gamma", where, error)
+    absent = missing(row.keys(), RESULT_COLUMNS)
+    if absent:
+        raise error(f"{where} lacks the columns {absent}; a results row needs all of {list(RESULT_COLUMNS)}.")
+    out = RESULTS.parse(row, where, error)
+    gamma = out["gamma"]
     if not -_GAMMA_SLACK <= gamma <= 1 + _GAMMA_SLACK:
         raise error(f"{where}: gamma={gamma!r} is outside [0, 1]; gamma is a probability.")
     out["gamma"] = min(max(gamma, 0.0), 1.0)
-    correct = _to_int(row["correct"], "correct", where, error)
+    correct = out["correct"]
     if correct not in (0, 1):
         raise error(f"{where}: correct={correct!r} is not 0 or 1.")
-    out["correct"] = correct
     p, d = out["p"], out["d"]
     if d < 2 or p < d - 1:
         raise error(f"{where}: (p, d) = ({p}, {d}) is not a task; need d >= 2 and p >= d-1.")
@@ -149,15 +72,7 @@ def _coerce_result(row: Mapping[str, Any], where: str, error: ErrorType) -> dict
             f"{where}: correct={correct} but action={out['action']} and target={out['target']}; "
             f"correct must be 1 exactly when action == target."
         )
-    return {col: out[col] for col in RESULT_COLUMNS}
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
+    return out
 
 
 # ------------------------------------------------------------------------------------- results CSV
@@ -177,7 +92,7 @@ def write_results_csv(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> in
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(RESULT_COLUMNS)
-        writer.writerows([_cell(row[c]) for c in RESULT_COLUMNS] for row in prepared)
+        writer.writerows([format_cell(row[c]) for c in RESULT_COLUMNS] for row in prepared)
     return len(prepared)
 
 
@@ -198,26 +113,13 @@ def append_results_csv(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> i
         writer = csv.writer(fh)
         if fresh:
             writer.writerow(RESULT_COLUMNS)
-        writer.writerows([_cell(row[c]) for c in RESULT_COLUMNS] for row in prepared)
+        writer.writerows([format_cell(row[c]) for c in RESULT_COLUMNS] for row in prepared)
     return len(prepared)
-
-
-def _read_table(path: str | Path, columns: Sequence[str], kind: str) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if reader.fieldnames is None:
-            raise RecordFormatError(f"{path} is empty; a {kind} CSV starts with the header {list(columns)}.")
-        missing = _missing(reader.fieldnames, columns)
-        if missing:
-            raise RecordFormatError(
-                f"{path} lacks the columns {missing}; a {kind} CSV has the header {list(columns)}."
-            )
-        return list(reader)
 
 
 def read_results_csv(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a results CSV with their types restored (``seed`` is an int or ``None``)."""
-    raw = _read_table(path, RESULT_COLUMNS, "results")
+    raw = read_table(path, RESULTS)
     return [_coerce_result(row, f"{path} line {i + 2}", RecordFormatError) for i, row in enumerate(raw)]
 
 
@@ -321,36 +223,26 @@ def summarize(rows: Iterable[Mapping[str, Any]], level: float = 0.95) -> list[di
 def write_summary_csv(path: str | Path, summary: Iterable[Mapping[str, Any]]) -> int:
     """Write summary rows as a CSV with header ``SUMMARY_COLUMNS``; return their count."""
     rows = list(summary)
+    floats = SUMMARY.of(float)
     for i, row in enumerate(rows):
-        missing = _missing(row.keys(), SUMMARY_COLUMNS)
-        if missing:
+        absent = missing(row.keys(), SUMMARY_COLUMNS)
+        if absent:
             raise GF2ConfigError(
-                f"summary row {i} lacks the columns {missing}; pass rows made by summarize()."
+                f"summary row {i} lacks the columns {absent}; pass rows made by summarize()."
             )
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(SUMMARY_COLUMNS)
         for row in rows:
-            cells = [float(row[c]) if c in _SUMMARY_FLOAT else row[c] for c in SUMMARY_COLUMNS]
-            writer.writerow([_cell(c) for c in cells])
+            cells = [float(row[c]) if c in floats else row[c] for c in SUMMARY_COLUMNS]
+            writer.writerow([format_cell(c) for c in cells])
     return len(rows)
 
 
 def read_summary_csv(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a summary CSV with their types restored."""
-    out = []
-    for i, raw in enumerate(_read_table(path, SUMMARY_COLUMNS, "summary")):
-        where, err = f"{path} line {i + 2}", RecordFormatError
-        row: dict[str, Any] = {}
-        for col in SUMMARY_COLUMNS:
-            if col in _SUMMARY_INT:
-                row[col] = _to_int(raw[col], col, where, err)
-            elif col in _SUMMARY_FLOAT:
-                row[col] = _to_float(raw[col], col, where, err)
-            else:
-                row[col] = _to_str(raw[col], col, where, err)
-        out.append(row)
-    return out
+    raw = read_table(path, SUMMARY)
+    return [SUMMARY.parse(row, f"{path} line {i + 2}") for i, row in enumerate(raw)]
 
 
 def format_summary(summary: Iterable[Mapping[str, Any]]) -> str:

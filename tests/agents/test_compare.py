@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 from agents.harness.compare import CompareConfig, load_config, run_compare
-from agents.harness.evaluate import evaluate, make_agents, simulate_d_curve
+from agents.harness.evaluate import evaluate, make_agents
 from agents.harness.grid import Grid, grid_cells, record_cells
 from gf2env.errors import GF2ConfigError
 from gf2env.oracle import TaskConfig
 from gf2env.records import read_records
+from gf2env.report.d_curve import simulate_d_curve
 from gf2env.report.results import read_results_csv, read_summary_csv
 from tests.paths import REFERENCE as REFERENCE_DIR
 from tests.paths import REPO as ROOT
@@ -136,7 +137,8 @@ def test_cli_errors_are_one_line():
 def test_effective_prefix_fit_recovers_d_itself():
     # Estimator D fitted against the simulated D curve: knowing g/2 terms gives u near 1/2 (the
     # depths make u*g whole), knowing 2 terms gives v near 2, and each prefers its own model.
-    from gf2env.report.fit import DepthCounts, fit_effective_prefix
+    from gf2env.report.depth_counts import DepthCounts
+    from gf2env.report.fit import fit_effective_prefix
 
     depths = (2, 4, 6, 8)
     curve = simulate_d_curve(TaskConfig(p=12, d=4, K=32), depths, trials=300, seed=1, progress=False)
@@ -167,3 +169,17 @@ def test_the_embedded_default_is_the_paper_estimators_preset():
     from agents.harness.compare import default_config
 
     assert default_config() == load_config(ROOT / "configs" / "paper-estimators.yaml")
+
+
+def test_d_curve_is_estimator_d_on_the_same_records():
+    """The D curve (gf2env.report.d_curve) computes estimator D's γ itself: it must equal agents' D."""
+    from agents.estimators import KnownTerms, Partial
+    from gf2env.posterior import StepBatch
+    from gf2env.records import generate_record
+    from gf2env.report.d_curve import d_gamma
+
+    config = TaskConfig(p=8, d=3, K=16, n=4)
+    batch = StepBatch.from_records([generate_record(config, 3, t, 5) for t in range(40)])
+    for k in range(4):
+        estimate = Partial(KnownTerms(count=k)).evaluate(batch, np.random.default_rng(0))
+        assert np.array_equal(d_gamma(batch, k), estimate.gamma)

@@ -1,6 +1,6 @@
 """agents.sandbox against real hostile code, in real processes.
 
-Every file in tests/sandbox_corpus/ is one snippet whose header says what must happen::
+Every file in tests/agents/sandbox_corpus/ is one snippet whose header says what must happen::
 
     # expect: ok; stdout_contains=...; no_secret          (items separated by ';'; may repeat)
     # limits: wall_s=2 cpu_s=1                            (SandboxLimits fields, optional)

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from gf2env.errors import GF2ConfigError
+from gf2env.report.d_curve import DCurve
+from gf2env.report.depth_counts import DepthCounts
 from gf2env.report.fit import (
-    DCurve,
-    DepthCounts,
     binomial_loglik,
     fit_effective_prefix,
     model_probabilities,

@@ -1,0 +1,229 @@
+"""``gf2 compare``, ``gf2 eval`` and ``gf2 demo``: their flags and bodies.
+
+``compare`` and ``eval`` share one set of grid and output flags (:func:`add_grid_flags`); ``eval``
+is a comparison of one LLM (or of estimators) whose defaults suit an LLM: a small grid and
+``results/eval``. Heavy imports (the agents) happen when a command runs, not when ``gf2`` starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gf2env.cli import int_list, n_arg
+from gf2env.errors import GF2ConfigError
+from gf2env.oracle import SAMPLING_MODES
+from gf2env.settings import PER_DEPTH
+
+if TYPE_CHECKING:
+    from agents.harness.compare import CompareConfig
+    from agents.harness.grid import Grid
+    from agents.llm.agent import LLMSpec
+    from agents.sb3_agent import SB3Spec
+
+GRID_FLAGS = ("p", "d", "K", "sampling", "depths", "trials", "seed", "n")
+
+
+def add_grid_flags(parser: argparse.ArgumentParser) -> None:
+    """What to evaluate on (a grid, or ``--records``) and where the results go."""
+    parser.add_argument("--records", help="evaluate on this records file instead of a grid")
+    parser.add_argument("--depths", type=int_list)
+    parser.add_argument("--trials", type=int)
+    parser.add_argument("--p", type=int_list, help="payload sizes, e.g. 8,12,16")
+    parser.add_argument("--d", type=int_list)
+    parser.add_argument("--K", type=int_list)
+    parser.add_argument("--sampling", type=lambda s: tuple(s.split(",")), help="e.g. adversarial,diagnostic")
+    parser.add_argument("--n", type=n_arg, help="terms an instance, or 'g+1' (default)")
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--level", type=float, help="Jeffreys interval level (default 0.95)")
+    parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--no-fit", action="store_true", help="skip the effective-prefix fit")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def compare_config(
+    args: argparse.Namespace,
+    agents: tuple[str | LLMSpec | SB3Spec, ...],
+    base: CompareConfig | None = None,
+    default_grid: Grid | None = None,
+    default_out: Path = Path("results/compare"),
+) -> CompareConfig:
+    """The comparison the grid flags describe, over ``base`` (a config file's) or ``default_grid``."""
+    from agents.harness.compare import CompareConfig
+    from agents.harness.grid import Grid
+
+    given = {k: getattr(args, k) for k in GRID_FLAGS if getattr(args, k) is not None}
+    records = Path(args.records) if args.records else None
+    grid = base.grid if base and not records else None
+    if records is None and (grid is None or given):
+        start = grid or default_grid or Grid(depths=(0, 1, 3, 7, 15, 31), trials=200)
+        n = given.get("n", PER_DEPTH if start.n is None else start.n)
+        grid = Grid(
+            depths=given.get("depths", start.depths),
+            trials=given.get("trials", start.trials),
+            p=given.get("p", start.p),
+            d=given.get("d", start.d),
+            K=given.get("K", start.K),
+            sampling=given.get("sampling", start.sampling),
+            seed=given.get("seed", start.seed),
+            n=None if n == PER_DEPTH else n,
+        )
+    elif records is not None and given:
+        raise GF2ConfigError(f"--records evaluates the file's own settings; drop {sorted(given)}.")
+    return CompareConfig(
+        agents=agents,
+        grid=grid,
+        records=records,
+        out=Path(args.out) if args.out else (base.out if base else default_out),
+        level=args.level if args.level is not None else (base.level if base else 0.95),
+        plots=(base.plots if base else True) and not args.no_plots,
+        fit=(base.fit if base else True) and not args.no_fit,
+    )
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from agents.harness.compare import default_config, load_config, print_report, run_compare
+
+    if args.config:
+        base = load_config(args.config)
+    elif not args.agents:  # plain `gf2 compare`: the embedded main job
+        base = default_config()
+    else:
+        base = None
+    agents = tuple(args.agents) if args.agents else base.agents if base else ()
+    print_report(run_compare(compare_config(args, agents, base), progress=not args.quiet))
+    return 0
+
+
+def llm_spec(args: argparse.Namespace) -> LLMSpec:
+    """The LLM that ``gf2 eval``'s flags describe."""
+    from agents.llm.agent import SERVED_BACKENDS, LLMSpec
+    from agents.llm.backends import SamplingParams
+
+    if not args.model:
+        raise GF2ConfigError(
+            f"--agent {args.agent} needs --model (the served name, or a local model folder)."
+        )
+    if args.agent in SERVED_BACKENDS and not args.base_url:
+        raise GF2ConfigError(f"--agent {args.agent} needs --base-url (repeat it for several replicas).")
+    engine_args: dict[str, object] = {}
+    if args.agent == "vllm-offline":
+        engine_args = {"max_model_len": args.max_model_len, "dtype": args.dtype, "seed": 0}
+        if args.tensor_parallel_size:
+            engine_args["tensor_parallel_size"] = args.tensor_parallel_size
+    return LLMSpec(
+        model=args.model, backend=args.agent, base_urls=tuple(args.base_url or ()), name=args.label,
+        prompt_id=args.prompt, api=args.api, samples=args.samples,
+        sampling=SamplingParams(args.temperature, args.top_p, args.max_tokens),
+        concurrency=args.concurrency, timeout=args.timeout, retries=args.retries,
+        engine_args=tuple(sorted(engine_args.items())),
+        tools=args.tools, max_revisions=args.max_revisions, isolation=args.sandbox,
+    )  # fmt: skip
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """An LLM (served or local) or estimators on a grid or records file; LLM queries are logged and resume."""
+    from agents.harness.compare import print_report, run_compare
+    from agents.harness.grid import Grid
+    from agents.llm.agent import LLM_BACKENDS
+
+    if args.agent in LLM_BACKENDS:
+        small = Grid(depths=(0, 1, 3, 7), trials=10)
+        config = compare_config(args, (llm_spec(args),), default_grid=small, default_out=Path("results/eval"))
+    else:  # estimators: the same run as gf2 compare
+        config = compare_config(args, tuple(a for a in args.agent.split(",") if a))
+    print_report(run_compare(config, progress=not args.quiet))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Play seeded episodes with estimators A (diligent) and C (history only); print per depth."""
+    import gymnasium as gym
+    import numpy as np
+    from tqdm import tqdm
+
+    from agents.estimator_policy import EstimatorPolicy
+
+    env = gym.make("GF2Recon-v0", p=args.p, d=args.d, n=args.n, K=args.K, sampling=args.sampling)
+    base = env.unwrapped.config
+    agents = {"A (diligent)": EstimatorPolicy("A", env), "C (history)": EstimatorPolicy("C", env)}
+    rewards = {name: np.zeros((args.episodes, base.n)) for name in agents}
+    for name, agent in agents.items():
+        for ep in tqdm(range(args.episodes), desc=name, unit="ep", disable=args.quiet):
+            obs, info = env.reset(seed=args.seed + ep)
+            terminated = False
+            while not terminated:
+                obs, reward, terminated, _, info = env.step(agent.act(obs))
+                rewards[name][ep, info["depth"]] = reward
+    print(
+        f"GF2Recon-v0 p={base.p} d={base.d} n={base.n} K={base.K} sampling={base.sampling} "
+        f"(w={base.weight if base.sampling == 'adversarial' else '-'}), "
+        f"{args.episodes} episodes, seed {args.seed}"
+    )
+    print(f"trivial baseline 1/C(p, d-1) = {base.trivial_baseline:.4f}")
+    print(f"{'depth':>5}  " + "  ".join(f"{name:>12}" for name in agents))
+    for g in range(base.n):
+        print(f"{g:>5}  " + "  ".join(f"{rewards[name][:, g].mean():>12.3f}" for name in agents))
+    print(f"{'all':>5}  " + "  ".join(f"{rewards[name].mean():>12.3f}" for name in agents))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """``gf2 compare``, ``gf2 eval`` and ``gf2 demo``."""
+    cmp = sub.add_parser(
+        "compare", help="evaluate agents on a grid or records file; results, summary, figures"
+    )
+    cmp.add_argument("--config", help="a YAML comparison, e.g. configs/paper-estimators.yaml")
+    cmp.add_argument("--agents", type=lambda s: [a for a in s.split(",") if a], help="e.g. A,B,C,D(k=3)")
+    cmp.add_argument("--out", help="output directory (default: the config's, else results/compare)")
+    add_grid_flags(cmp)
+    cmp.set_defaults(func=cmd_compare)
+
+    ev = sub.add_parser(
+        "eval", help="evaluate an LLM (vllm/openai server, offline vLLM, transformers) or estimators"
+    )
+    ev.add_argument(
+        "--agent", required=True,
+        help="vllm | openai (OpenAI-compatible servers) | vllm-offline | transformers, or estimators: A,B",
+    )  # fmt: skip
+    ev.add_argument("--model", help="served model name, or a model folder for vllm-offline/transformers")
+    ev.add_argument(
+        "--base-url", action="append", help="server root, e.g. http://127.0.0.1:8000 (repeatable)"
+    )
+    ev.add_argument("--label", help="agent name in the results (default: the model)")
+    ev.add_argument("--api", choices=("chat", "completions"), default="chat")
+    ev.add_argument("--prompt", default="paper-v1", help="prompt id: paper-v1 or compact-v1")
+    ev.add_argument("--samples", type=int, default=1, help="answers a record (each its own seed)")
+    ev.add_argument("--temperature", type=float, default=0.6)
+    ev.add_argument("--top-p", type=float, default=0.95)
+    ev.add_argument("--max-tokens", type=int, default=1024)
+    ev.add_argument("--concurrency", type=int, default=8, help="requests in flight per server")
+    ev.add_argument("--timeout", type=float, default=600.0)
+    ev.add_argument("--retries", type=int, default=4)
+    ev.add_argument("--tools", action="store_true", help="tool mode: the model's Python runs in the sandbox")
+    ev.add_argument("--max-revisions", type=int, default=10, help="tool mode: revisions after the first run")
+    ev.add_argument(
+        "--sandbox", choices=("bwrap", "UNSAFE-rlimits-only"), default="bwrap",
+        help="tool mode isolation; UNSAFE-rlimits-only runs model code without namespaces (opt-in)",
+    )  # fmt: skip
+    ev.add_argument("--max-model-len", type=int, default=32768, help="vllm-offline: the engine's context")
+    ev.add_argument("--dtype", default="auto", help="vllm-offline: weights dtype (auto, bfloat16, float32)")
+    ev.add_argument("--tensor-parallel-size", type=int, help="vllm-offline: GPUs a model")
+    ev.add_argument("--out", help="output directory (default results/eval); its queries.jsonl resumes")
+    add_grid_flags(ev)
+    ev.set_defaults(func=cmd_eval)
+
+    demo = sub.add_parser("demo", help="seeded report: reward per depth against the baseline")
+    demo.add_argument("--episodes", type=int, default=20)
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--p", type=int, default=12)
+    demo.add_argument("--d", type=int, default=4)
+    demo.add_argument("--n", type=int, default=32)
+    demo.add_argument("--K", type=int, default=32)
+    demo.add_argument("--sampling", choices=SAMPLING_MODES, default="adversarial")
+    demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    demo.set_defaults(func=cmd_demo)
+
+
+__all__ = ["GRID_FLAGS", "add_grid_flags", "compare_config", "llm_spec", "register"]

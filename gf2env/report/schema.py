@@ -1,0 +1,246 @@
+"""The CSV tables gf2env writes, each column named and typed once, and the typed cell converters.
+
+=============== ====================================== =============================================
+table           written by                             one row is
+=============== ====================================== =============================================
+``RESULTS``     :func:`~gf2env.report.results.write_results_csv`  an agent's answer at one record
+``SUMMARY``     :func:`~gf2env.report.results.write_summary_csv`  an agent at one setting and depth
+``D_CURVE``     :meth:`~gf2env.report.d_curve.DCurve.write_csv`   mean γ of D knowing k of g terms
+``DEPTH_COUNTS`` :meth:`~gf2env.report.fit.DepthCounts.write_csv` an agent's successes at a depth
+``FITS``        :func:`~gf2env.report.fit.write_fits_csv`         an effective-prefix fit
+=============== ====================================== =============================================
+
+The training loops' ``gamma.csv`` is ``SUMMARY`` with a few run columns around it (``train.gamma``).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gf2env.errors import RecordFormatError
+
+ErrorType = Callable[[str], Exception]
+
+
+@dataclass(frozen=True)
+class Column:
+    """A named, typed column (``int``, ``float`` or ``str``); ``optional`` cells may be blank (a
+    blank number reads back as ``None``, a blank string as ``""``)."""
+
+    name: str
+    kind: type
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    """A CSV table: its columns, in order."""
+
+    kind: str
+    columns: tuple[Column, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def of(self, kind: type) -> tuple[str, ...]:
+        """The names of the columns of type ``kind``."""
+        return tuple(c.name for c in self.columns if c.kind is kind)
+
+    def around(self, kind: str, before: Sequence[Column] = (), after: Sequence[Column] = ()) -> Table:
+        """This table with extra columns before and after (e.g. a training log of summaries)."""
+        return Table(kind, (*before, *self.columns, *after))
+
+    def parse(
+        self, row: Mapping[str, Any], where: str, error: ErrorType = RecordFormatError
+    ) -> dict[str, Any]:
+        """``row``'s columns with their types restored (see :class:`Column` for blank cells)."""
+        out: dict[str, Any] = {}
+        for col in self.columns:
+            value = row[col.name]
+            if col.kind is str:
+                out[col.name] = to_str(value, col.name, where, error, required=not col.optional)
+            elif col.optional and is_blank(value):
+                out[col.name] = None
+            elif col.kind is int:
+                out[col.name] = to_int(value, col.name, where, error)
+            elif col.kind is float:
+                out[col.name] = to_float(value, col.name, where, error)
+            else:
+                raise AssertionError(f"column {col.name} has no converter for {col.kind}")
+        return out
+
+
+RESULTS = Table(
+    "results",
+    (
+        Column("agent", str),
+        Column("source", str, optional=True),  # "grid", or the records file's name
+        Column("sampling", str),
+        Column("p", int),
+        Column("d", int),
+        Column("K", int),
+        Column("n", int),
+        Column("g", int),
+        Column("trial", int),
+        Column("seed", int, optional=True),  # blank for records files
+        Column("gamma", float),
+        Column("correct", int),
+        Column("action", int),
+        Column("target", int),
+        Column("num_candidates", int),
+    ),
+)
+
+SUMMARY_KEYS = ("agent", "sampling", "p", "d", "K", "g")
+SUMMARY = Table(
+    "summary",
+    (
+        Column("agent", str),
+        Column("sampling", str),
+        Column("p", int),
+        Column("d", int),
+        Column("K", int),
+        Column("g", int),
+        Column("trials", int),
+        Column("gamma_mean", float),
+        Column("gamma_lo", float),
+        Column("gamma_hi", float),
+        Column("accuracy", float),
+        Column("accuracy_lo", float),
+        Column("accuracy_hi", float),
+        Column("chance", float),
+        Column("level", float),
+    ),
+)
+
+D_CURVE = Table("D curve", (Column("g", int), Column("k", int), Column("gamma", float)))
+
+DEPTH_COUNTS = Table(
+    "depth counts",
+    (
+        Column("agent", str, optional=True),
+        Column("g", int),
+        Column("successes", float),
+        Column("trials", int),
+    ),
+)
+
+FITS = Table(
+    "fits",
+    (
+        Column("agent", str, optional=True),
+        Column("u", float),
+        Column("v", float),
+        Column("loglik_proportional", float),
+        Column("loglik_constant", float),
+        Column("aic_proportional", float),
+        Column("aic_constant", float),
+        Column("delta_aic", float),
+        Column("preferred", str),
+        Column("depths", str),  # space-separated
+        Column("total_trials", int),
+    ),
+)
+
+
+# ------------------------------------------------------------------------------------- cells
+
+
+def is_blank(value: Any) -> bool:
+    """An empty cell: ``None``, a blank string or NaN."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return True
+    return isinstance(value, (float, np.floating)) and math.isnan(value)
+
+
+def to_int(value: Any, column: str, where: str, error: ErrorType) -> int:
+    """A cell as an int (bools, integral floats and integer strings too), else ``error``."""
+    if isinstance(value, (bool, np.bool_, int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise error(f"{where}: {column}={value!r} is not an integer; give {column} as an int.")
+
+
+def to_float(value: Any, column: str, where: str, error: ErrorType) -> float:
+    """A cell as a finite float, else ``error``."""
+    try:
+        out = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        raise error(f"{where}: {column}={value!r} is not a number; give {column} as a float.") from None
+    if not math.isfinite(out):
+        raise error(f"{where}: {column}={value!r} is not finite; give a finite {column}.")
+    return out
+
+
+def to_str(value: Any, column: str, where: str, error: ErrorType, required: bool = True) -> str:
+    """A cell as a string (``None``/NaN are empty); a required one must not be blank."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        value = ""
+    out = str(value)
+    if required and not out.strip():
+        raise error(f"{where}: {column} is empty; give a non-empty {column} string.")
+    return out
+
+
+def format_cell(value: Any) -> str:
+    """How a value is written: floats in full precision (they round-trip), ``None`` blank."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def missing(keys: Iterable[str], columns: Sequence[str]) -> list[str]:
+    """The ``columns`` not among ``keys``, in column order."""
+    present = set(keys)
+    return [c for c in columns if c not in present]
+
+
+def read_table(path: str | Path, table: Table) -> list[dict[str, str]]:
+    """The raw rows of a CSV that has (at least) ``table``'s columns, else :class:`RecordFormatError`."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        if reader.fieldnames is None:
+            raise RecordFormatError(
+                f"{path} is empty; a {table.kind} CSV starts with the header {list(table.names)}."
+            )
+        absent = missing(reader.fieldnames, table.names)
+        if absent:
+            raise RecordFormatError(
+                f"{path} lacks the columns {absent}; a {table.kind} CSV has the header {list(table.names)}."
+            )
+        return list(reader)
+
+
+__all__ = [
+    "D_CURVE",
+    "DEPTH_COUNTS",
+    "FITS",
+    "RESULTS",
+    "SUMMARY",
+    "SUMMARY_KEYS",
+    "Column",
+    "Table",
+    "format_cell",
+    "is_blank",
+    "missing",
+    "read_table",
+    "to_float",
+    "to_int",
+    "to_str",
+]

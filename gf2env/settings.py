@@ -1,0 +1,121 @@
+"""Settings shared by every entry point: the task family, depth lists, and reading YAML into dataclasses.
+
+:class:`TaskSettings` is the task without its length (``p``, ``d``, ``K``, sampling, ``w``): the
+dataset presets, the evaluation grid's cells, the SFT/GRPO data and the SB3 γ grid all name a task
+this way, and :meth:`TaskSettings.config` gives the :class:`~gf2env.oracle.TaskConfig` of ``n``
+terms. :func:`dataclass_from_mapping` reads one YAML section into a dataclass (unknown keys and
+bad values are errors naming the key and the file); :func:`check_depths` is the one check of a
+list of depths.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from gf2env.errors import GF2ConfigError
+from gf2env.oracle import TaskConfig
+
+PER_DEPTH = "g+1"  # n = g + 1 terms at each depth: only the first g + 1 matter to a step
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """A task family: everything of :class:`~gf2env.oracle.TaskConfig` but the number of terms."""
+
+    p: int = 12
+    d: int = 4
+    K: int = 32
+    sampling: str = "adversarial"
+    w: int | None = None
+
+    def __post_init__(self) -> None:
+        self.config(1)  # TaskConfig's checks and messages
+
+    def config(self, n: int) -> TaskConfig:
+        """The task with ``n`` terms."""
+        return TaskConfig(p=self.p, d=self.d, n=n, K=self.K, sampling=self.sampling, w=self.w)
+
+    def at_depth(self, g: int) -> TaskConfig:
+        """The task with ``g + 1`` terms, the shortest that has a step at depth ``g``."""
+        return self.config(g + 1)
+
+
+def check_depths(depths: Iterable[Any], what: str, below: int | None = None) -> tuple[int, ...]:
+    """``depths`` as a tuple of ints: non-empty, each ``>= 0`` (and ``< below`` when given)."""
+    try:
+        items = list(depths)
+    except TypeError:
+        raise GF2ConfigError(f"{what}={depths!r} is not a list of depths; pass e.g. [0, 1, 3, 7].") from None
+    bad = [g for g in items if isinstance(g, bool) or not isinstance(g, int)]
+    if bad or not items or min(items) < 0:
+        raise GF2ConfigError(f"{what}={items} must be a non-empty list of integer depths >= 0.")
+    if below is not None and max(items) >= below:
+        raise GF2ConfigError(
+            f"{what}={items} reach g={max(items)}, but there are only n={below} terms; "
+            f"pass depths below {below} (or more terms)."
+        )
+    return tuple(items)
+
+
+def read_yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
+    """The top-level mapping of a YAML file (``what`` names the file's kind in messages)."""
+    path = Path(path)
+    if not path.exists():
+        raise GF2ConfigError(f"Config file {path} does not exist; see configs/ for {what} presets.")
+    try:
+        obj = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise GF2ConfigError(f"{path} is not valid YAML: {err}") from None
+    if obj is None:
+        return {}
+    if not isinstance(obj, dict):
+        raise GF2ConfigError(f"{path} does not hold a mapping of keys; a {what} is a YAML mapping.")
+    return obj
+
+
+def dataclass_from_mapping(
+    cls: Callable[..., T],
+    obj: Any,
+    where: str,
+    convert: Mapping[str, Callable[[Any], Any]] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+    keys: Iterable[str] | None = None,
+) -> T:
+    """``cls(**obj)`` for a YAML section ``obj``, with errors naming ``where`` (e.g. ``"run.yaml: gamma"``).
+
+    ``keys`` limits the accepted keys (default: the dataclass's fields); ``convert`` maps a key to
+    a converter of its value (e.g. a list to a tuple); ``defaults`` are used for absent keys.
+    """
+    if obj is None:
+        obj = {}
+    if not isinstance(obj, Mapping):
+        raise GF2ConfigError(f"{where} must be a mapping of keys; got {obj!r}.")
+    assert dataclasses.is_dataclass(cls)
+    allowed = set(keys) if keys is not None else {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise GF2ConfigError(f"{where} has unknown keys {unknown}; the keys are {sorted(allowed)}.")
+    values = {**(defaults or {}), **obj}
+    for key, fn in (convert or {}).items():
+        if key in values:
+            try:
+                values[key] = fn(values[key])
+            except (TypeError, ValueError) as err:
+                raise GF2ConfigError(f"{where}: {key}={values[key]!r} is malformed ({err}).") from None
+    try:
+        return cls(**values)
+    except TypeError as err:
+        raise GF2ConfigError(f"{where}: {err}") from None
+    except GF2ConfigError as err:
+        raise GF2ConfigError(f"{where}: {err}") from None
+
+
+__all__ = ["PER_DEPTH", "TaskSettings", "check_depths", "dataclass_from_mapping", "read_yaml_mapping"]

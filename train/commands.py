@@ -1,0 +1,31 @@
+"""``gf2 train grpo|sft|sb3 ARGS``: runs the training script's own ``main`` with the rest of the line."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from gf2env.errors import GF2ConfigError
+
+LOOPS = ("grpo", "sft", "sb3")  # the scripts train/<loop>.py
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    try:
+        script = importlib.import_module(f"train.{args.loop}")
+    except ImportError as err:
+        raise GF2ConfigError(
+            f"gf2 train needs the training extra ({err}); pip install torch==2.13.0, then -e '.[train]'."
+        ) from None
+    return int(script.main(args.rest))
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """``gf2 train``."""
+    train = sub.add_parser("train", help="train: TRL (grpo, sft) or stable-baselines3 (sb3), logging γ_g")
+    train.add_argument("loop", choices=LOOPS, help="the script: train/<loop>.py")
+    train.add_argument("rest", nargs=argparse.REMAINDER, help="that script's arguments (--config ...)")
+    train.set_defaults(func=cmd_train)
+
+
+__all__ = ["LOOPS", "register"]
