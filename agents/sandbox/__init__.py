@@ -1,25 +1,17 @@
 """Run untrusted, model-written Python against one task record (see :mod:`agents.sandbox.sandbox`).
 
-``inside`` is the half that runs in the jail (standard library only); the rest stays on the host.
+One module a layer of the README's threat table: ``limits`` (what a run may use, what it did),
+``view`` (what of a record the code sees), ``isolation`` (bubblewrap, clearenv, what the machine
+supports), ``supervise`` (process group, timeout, output cap), ``sandbox`` (:class:`Sandbox`
+composing them), ``check`` (``python -m agents.sandbox --check``). ``inside`` is the half that runs
+in the jail (rlimits wrapper, seccomp; standard library only); the rest stays on the host.
 """
 
-from agents.sandbox.sandbox import (
-    BWRAP,
-    DEFAULT_LIMITS,
-    EMPTY_VIEW,
-    ISOLATIONS,
-    STOP_REASONS,
-    UNSAFE,
-    VIEW_KEYS,
-    Sandbox,
-    SandboxConfigError,
-    SandboxLimits,
-    SandboxPool,
-    SandboxResult,
-    SandboxUnavailableError,
-    detect_isolation,
-    record_view,
-)
+from agents.sandbox.errors import SandboxConfigError, SandboxUnavailableError
+from agents.sandbox.isolation import BWRAP, ISOLATIONS, UNSAFE, detect_isolation
+from agents.sandbox.limits import DEFAULT_LIMITS, STOP_REASONS, SandboxLimits, SandboxResult
+from agents.sandbox.sandbox import Sandbox, SandboxPool
+from agents.sandbox.view import EMPTY_VIEW, VIEW_KEYS, record_view
 
 __all__ = [
     "BWRAP",

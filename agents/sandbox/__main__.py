@@ -2,6 +2,6 @@
 
 import sys
 
-from agents.sandbox.sandbox import main
+from agents.sandbox.check import main
 
 sys.exit(main())

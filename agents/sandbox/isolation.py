@@ -1,0 +1,168 @@
+"""Isolation: the bubblewrap command line (namespaces, read-only filesystem, no network, clearenv) and
+what this machine supports, found by trying (:func:`detect_isolation`: bwrap, seccomp, user namespaces)."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from agents.sandbox import inside as harness
+from agents.sandbox.limits import DEFAULT_LIMITS, SandboxLimits
+
+BWRAP = "bwrap"
+UNSAFE = "UNSAFE-rlimits-only"
+ISOLATIONS = (BWRAP, UNSAFE)
+HARNESS_PATH = Path(harness.__file__).resolve()
+SANDBOX_UID = 65534
+HOST_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # all bwrap itself gets from the host
+SANDBOX_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "HOME": "/scratch",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONHASHSEED": "0",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MALLOC_ARENA_MAX": "2",  # else each thread's 64 MiB malloc arena eats the address-space limit
+}
+# -S: no site; -s: no user site; -B: no bytecode. Not -I: it would ignore PYTHONHASHSEED; the
+# environment is ours alone, and the harness drops its own directory from sys.path.
+PYTHON_FLAGS = ("-S", "-s", "-B")
+# every namespace (user, pid, net, ipc, uts, cgroup), no nested user namespaces, SIGKILL with the parent,
+# a new session (no terminal to inject into), and an empty environment but SANDBOX_ENV
+BWRAP_FLAGS = (
+    "--unshare-all",
+    "--unshare-user",
+    "--disable-userns",
+    "--die-with-parent",
+    "--new-session",
+    "--clearenv",
+)
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_FILES = ("/etc/ld.so.cache",)
+
+
+def interpreter() -> tuple[str, str]:
+    """The base Python binary (inside ``sys.base_prefix``) and that prefix."""
+    prefix = os.path.realpath(sys.base_prefix)
+    v = sys.version_info
+    for name in (f"python{v.major}.{v.minor}", f"python{v.major}", "python"):
+        candidate = os.path.join(prefix, "bin", name)
+        if os.access(candidate, os.X_OK):
+            return candidate, prefix
+    executable = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    return executable, prefix
+
+
+def numpy_site() -> str:
+    """The site-packages directory holding numpy ('' when numpy is not installed)."""
+    spec = importlib.util.find_spec("numpy")
+    if spec is None or spec.origin is None:
+        return ""
+    return str(Path(spec.origin).resolve().parent.parent)
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def bwrap_argv(bwrap: str, limits: SandboxLimits, files: dict[str, str]) -> list[str]:
+    """bwrap and its options, up to the command; ``files`` maps names under /sandbox to host paths."""
+    python, prefix = interpreter()
+    uid = str(SANDBOX_UID)
+    argv = [bwrap, *BWRAP_FLAGS, "--cap-drop", "ALL", "--uid", uid, "--gid", uid, "--hostname", "gf2-sandbox"]
+    for key, value in SANDBOX_ENV.items():
+        argv += ["--setenv", key, value]
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    for path in ETC_FILES:
+        argv += ["--ro-bind-try", path, path]
+    if not any(_within(prefix, d) for d in SYSTEM_DIRS):
+        argv += ["--ro-bind", prefix, prefix]
+    site = numpy_site()
+    if site:
+        argv += ["--ro-bind", site, "/sandbox/site-packages"]
+    argv += ["--ro-bind", str(HARNESS_PATH), "/sandbox/harness.py"]
+    for name, host in files.items():
+        argv += ["--ro-bind", host, f"/sandbox/{name}"]
+    size = str(limits.scratch_mb << 20)
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp"]
+    argv += ["--size", size, "--perms", "0700", "--tmpfs", "/scratch"]
+    # the root (bwrap's tmpfs) and /dev read-only: only /tmp and /scratch can be written
+    argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/scratch"]
+    assert python.startswith(prefix) or any(_within(python, d) for d in SYSTEM_DIRS), python
+    return argv
+
+
+def _probe(argv: list[str]) -> tuple[dict[str, Any], str]:
+    """Run a harness probe; its JSON report, or {} and why it failed."""
+    try:
+        done = subprocess.run(argv, env=HOST_ENV, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return {}, f"{argv[0]} could not run: {err}"
+    lines = done.stdout.decode(errors="replace").strip().splitlines()
+    if done.returncode != 0 or not lines:
+        detail = done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"
+        return {}, f"{argv[0]} failed: {detail}"
+    try:
+        return json.loads(lines[-1]), ""
+    except ValueError:
+        return {}, f"the probe printed {lines[-1]!r}, not JSON"
+
+
+@functools.lru_cache(maxsize=8)
+def _detect(bwrap: str) -> tuple[tuple[str, bool | str], ...]:
+    python, prefix = interpreter()
+    info: dict[str, bool | str] = {
+        "machine": platform.machine(),
+        "python": python,
+        "python_prefix": prefix,
+        "numpy_site": numpy_site(),
+    }
+    max_userns = Path("/proc/sys/user/max_user_namespaces")
+    info["user_namespaces"] = Path("/proc/self/ns/user").exists() and (
+        not max_userns.exists() or max_userns.read_text().strip() not in ("", "0")
+    )
+    reason = harness.seccomp_supported()
+    report: dict[str, Any] = {}
+    if not reason:
+        report, reason = _probe([python, *PYTHON_FLAGS, str(HARNESS_PATH), "probe", "seccomp"])
+        if report and not report.get("seccomp"):
+            reason = str(report.get("seccomp_error", "the filter did not install"))
+        elif report and not all(report.get(f"{k}_blocked") for k in ("socket", "fork", "execve")):
+            reason = f"the filter installed but did not block everything: {report}"
+    info["seccomp"] = not reason
+    info["seccomp_error"] = reason
+    found = shutil.which(bwrap) or ""
+    info["bwrap_path"] = found
+    if not found:
+        info["bwrap"], info["bwrap_error"] = False, f"no executable {bwrap!r} on PATH"
+    else:
+        argv = [
+            *bwrap_argv(found, DEFAULT_LIMITS, {}),
+            python,
+            *PYTHON_FLAGS,
+            "/sandbox/harness.py",
+            "probe",
+        ]
+        report, error = _probe(argv)
+        if not error and report.get("uid") != SANDBOX_UID:
+            error = f"the sandboxed probe ran as uid {report.get('uid')}, not {SANDBOX_UID}"
+        info["bwrap"], info["bwrap_error"] = not error, error
+    return tuple(info.items())
+
+
+def detect_isolation(bwrap: str = BWRAP) -> dict[str, bool | str]:
+    """What this machine supports, found by trying (cached): bwrap, seccomp, user namespaces, paths."""
+    return dict(_detect(bwrap))

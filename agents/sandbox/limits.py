@@ -1,0 +1,95 @@
+"""What one run may use (:class:`SandboxLimits`, including the rlimits the wrapper sets) and what it did
+(:class:`SandboxResult`, with its ``stop_reason`` among :data:`STOP_REASONS`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from agents.sandbox.errors import SandboxConfigError
+
+NPROC_LIMIT = 512  # root ignores RLIMIT_NPROC; the seccomp clone check is what stops fork storms
+STOP_REASONS = ("exited", "error", "timeout", "cpu_limit", "memory_limit", "output_limit", "killed")
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Per-run limits. ``memory_mb`` is the address space of each process; ``scratch_mb`` sizes the
+    tmpfs at ``/scratch`` and at ``/tmp`` (bwrap only; the UNSAFE mode writes to a host tempdir)."""
+
+    wall_s: float = 10.0
+    cpu_s: int = 10
+    memory_mb: int = 1024
+    file_size_mb: int = 16
+    open_files: int = 64
+    output_bytes: int = 65536
+    scratch_mb: int = 64
+
+    def __post_init__(self) -> None:
+        wall = self.wall_s
+        if (
+            isinstance(wall, bool)
+            or not isinstance(wall, (int, float))
+            or not math.isfinite(wall)
+            or wall <= 0
+        ):
+            raise SandboxConfigError(f"SandboxLimits.wall_s={wall!r}: give a finite number of seconds > 0.")
+        minimum = {
+            "cpu_s": 1,
+            "memory_mb": 128,
+            "file_size_mb": 1,
+            "open_files": 16,
+            "output_bytes": 1,
+            "scratch_mb": 1,
+        }
+        why = {
+            "memory_mb": " (Python and numpy need about 100 MiB of address space to start)",
+            "open_files": " (Python needs a dozen descriptors to start)",
+        }
+        for name, low in minimum.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise SandboxConfigError(
+                    f"SandboxLimits.{name}={value!r}: give an integer >= {low}{why.get(name, '')}."
+                )
+
+    def rlimits(self) -> dict[str, tuple[int, int]]:
+        """The ``resource`` limits (soft, hard) the wrapper sets; the CPU hard limit is a second later."""
+        mib = 1 << 20
+        return {
+            "RLIMIT_CPU": (self.cpu_s, self.cpu_s + 1),
+            "RLIMIT_AS": (self.memory_mb * mib,) * 2,
+            "RLIMIT_FSIZE": (self.file_size_mb * mib,) * 2,
+            "RLIMIT_NOFILE": (self.open_files,) * 2,
+            "RLIMIT_CORE": (0, 0),
+            "RLIMIT_NPROC": (NPROC_LIMIT,) * 2,
+        }
+
+
+DEFAULT_LIMITS = SandboxLimits()
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """What one run did. ``stdout``/``stderr`` hold at most ``output_bytes`` each (decoded with
+    replacement); ``*_bytes`` count all that was seen before the run ended."""
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    signal: int | None
+    wall_s: float
+    cpu_s: float
+    stop_reason: str
+    stdout_truncated: bool
+    stderr_truncated: bool
+    stdout_bytes: int
+    stderr_bytes: int
+
+    @property
+    def ok(self) -> bool:
+        return self.stop_reason == "exited" and self.exit_code == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}

@@ -1,0 +1,71 @@
+"""The record view: what of a task record the sandboxed code sees (never the target), and the check
+that refuses any other view."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from agents.sandbox.errors import SandboxConfigError
+from gf2env.records import Record
+
+VIEW_KEYS = ("n", "p", "d", "g", "K", "prefix", "samples")
+EMPTY_VIEW: dict[str, Any] = {"n": 0, "p": 0, "d": 0, "g": 0, "K": 0, "prefix": [], "samples": []}
+
+
+def record_view(record: Record) -> dict[str, Any]:
+    """What the sandboxed code may see of ``record``: everything but the target (the answer)."""
+    if not isinstance(record, Record):
+        raise SandboxConfigError(
+            f"record_view needs a gf2env.records.Record, got {type(record).__name__}; "
+            "load records with gf2env.records.read_records or Record.from_json."
+        )
+    bits = np.concatenate([record.address, record.payload], axis=1).astype(np.uint8)
+    chars = bits + np.uint8(ord("0"))
+    samples = []
+    for row, y in zip(chars, record.labels, strict=True):
+        s = row.tobytes().decode("ascii")
+        samples.append(
+            {
+                "x": int(s, 2) if s else 0,
+                "bits": s,
+                "address": s[: record.n],
+                "payload": s[record.n :],
+                "y": int(y),
+            }
+        )
+    return {
+        "n": int(record.n),
+        "p": int(record.p),
+        "d": int(record.d),
+        "g": int(record.g),
+        "K": int(record.K),
+        "prefix": [[int(i) for i in term] for term in record.prefix],
+        "samples": samples,
+    }
+
+
+def check_view(view: dict[str, Any] | None) -> str:
+    """The view as JSON, after refusing one that is not a dict, lacks a key or carries a target."""
+    if view is None:
+        view = EMPTY_VIEW
+    if not isinstance(view, dict):
+        raise SandboxConfigError(
+            f"view must be a dict from record_view(record) or None, got {type(view).__name__}."
+        )
+    if "target" in view:
+        raise SandboxConfigError(
+            "view has a 'target' key: the sandboxed code must never see the answer; "
+            "build the view with record_view(record)."
+        )
+    missing = [key for key in VIEW_KEYS if key not in view]
+    if missing:
+        raise SandboxConfigError(f"view lacks the keys {missing}; build it with record_view(record).")
+    try:
+        return json.dumps(view)
+    except (TypeError, ValueError) as err:
+        raise SandboxConfigError(
+            f"view is not JSON-serialisable ({err}); build it with record_view(record)."
+        ) from err
