@@ -26,6 +26,7 @@ import numpy as np
 from agents.base import Cell, ChecksSupport, Estimate
 from gf2env.errors import GF2ConfigError
 from gf2env.records import Record
+from gf2env.settings import dataclass_from_mapping
 
 SB3_ALGOS = ("ppo", "a2c", "dqn")
 
@@ -50,10 +51,9 @@ class SB3Spec:
 
     @classmethod
     def from_mapping(cls, obj: dict[str, Any]) -> SB3Spec:
-        unknown = set(obj) - {"path", "algo", "name"}
-        if unknown:
-            raise GF2ConfigError(f"sb3 has unknown keys {sorted(unknown)}; the keys are algo, name, path.")
-        return cls(path=str(obj.get("path", "")), algo=str(obj.get("algo", "ppo")), name=obj.get("name"))
+        return dataclass_from_mapping(
+            cls, obj, "sb3", convert={"path": str, "algo": str}, defaults={"path": ""}
+        )
 
 
 def load_sb3(spec: SB3Spec) -> Any:

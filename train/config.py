@@ -2,7 +2,7 @@
 
 Sections: ``model`` (a local model folder, dtype, optional ``lora``), ``task`` (p, d, K, sampling,
 prompt id), ``curriculum`` (:func:`train.curriculum.make_curriculum`), ``rewards`` (weights of the
-exact-term and format rewards), ``gamma`` (:class:`train.gamma.GammaEvalSpec`), ``trainer`` (passed
+exact-term and format rewards), ``gamma`` (:class:`train.gamma_log.GammaEvalSpec`), ``trainer`` (passed
 to TRL's ``GRPOConfig`` / ``SFTConfig`` as keyword arguments, so every TRL option is available
 there), and ``sft`` (the teacher data of a warm start: depths, records, tool variant). Top level:
 ``seed``, ``output_dir``, ``tools`` (GRPO with the Python tool environment).
@@ -11,16 +11,15 @@ there), and ``sft`` (the teacher data of a warm start: depths, records, tool var
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gf2env.errors import GF2ConfigError
+from gf2env.settings import check_depths, dataclass_from_mapping, read_yaml_mapping
 from train.curriculum import Curriculum, make_curriculum
 from train.data import TaskSpec
-from train.gamma import GammaEvalSpec
+from train.gamma_log import GammaEvalSpec
 
 _SECTIONS = {"model", "task", "curriculum", "rewards", "gamma", "trainer", "sft", "seed", "output_dir",
              "tools", "description"}  # fmt: skip
@@ -67,8 +66,7 @@ class SFTData:
     def __post_init__(self) -> None:
         if self.records < 1:
             raise GF2ConfigError(f"sft.records={self.records} is less than the minimum 1.")
-        if not self.depths or min(self.depths) < 0:
-            raise GF2ConfigError(f"sft.depths={list(self.depths)} must be a non-empty list of depths >= 0.")
+        object.__setattr__(self, "depths", check_depths(self.depths, "sft.depths"))
 
 
 @dataclass
@@ -96,27 +94,13 @@ class TrainConfig:
 
 
 def _section(obj: dict[str, Any], name: str, cls: type, path: Path, **convert: Any) -> Any:
-    raw = obj.get(name) or {}
-    if not isinstance(raw, dict):
-        raise GF2ConfigError(f"{path}: {name} must be a mapping; got {raw!r}.")
-    allowed = {f.name for f in fields(cls)}
-    unknown = set(raw) - allowed
-    if unknown:
-        raise GF2ConfigError(
-            f"{path}: {name} has unknown keys {sorted(unknown)}; the keys are {sorted(allowed)}."
-        )
-    values = {k: convert[k](v) if k in convert else v for k, v in raw.items()}
-    return cls(**values)
+    return dataclass_from_mapping(cls, obj.get(name), f"{path}: {name}", convert=convert)
 
 
 def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     """Read a run from YAML; unknown keys are errors. ``overrides`` replace top-level values."""
     path = Path(path)
-    if not path.exists():
-        raise GF2ConfigError(f"Config file {path} does not exist; see configs/train-*.yaml.")
-    obj = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(obj, dict):
-        raise GF2ConfigError(f"{path} does not hold a mapping of sections (model, task, trainer, ...).")
+    obj = read_yaml_mapping(path, "training run (configs/train-*.yaml)")
     unknown = set(obj) - _SECTIONS
     if unknown:
         raise GF2ConfigError(f"{path} has unknown sections {sorted(unknown)}; they are {sorted(_SECTIONS)}.")

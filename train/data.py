@@ -17,34 +17,26 @@ from typing import Any
 import numpy as np
 
 from gf2env.errors import GF2ConfigError
-from gf2env.oracle import SAMPLING_MODES, TaskConfig
 from gf2env.records import Record, generate_record
+from gf2env.settings import TaskSettings
 from gf2env.text.prompt import PROMPT_IDS, render_prompt
 from train.curriculum import Curriculum
 
 
 @dataclass(frozen=True)
-class TaskSpec:
-    """The task the prompts come from (``n = g + 1`` at each depth: only ``g + 1`` terms matter)."""
+class TaskSpec(TaskSettings):
+    """The task the prompts come from and the prompt they are rendered with (``n = g + 1`` at each
+    depth: only ``g + 1`` terms matter)."""
 
-    p: int = 6
-    d: int = 3
-    K: int = 16
-    sampling: str = "adversarial"
     prompt_id: str = "compact-v1"
 
     def __post_init__(self) -> None:
-        if self.sampling not in SAMPLING_MODES:
-            raise GF2ConfigError(f"sampling={self.sampling!r} is not one of {SAMPLING_MODES}.")
+        super().__post_init__()
         if self.prompt_id not in PROMPT_IDS:
             raise GF2ConfigError(f"prompt_id={self.prompt_id!r} is unknown; pass one of {PROMPT_IDS}.")
-        TaskConfig(p=self.p, d=self.d, K=self.K, n=1, sampling=self.sampling)  # its checks and messages
-
-    def config(self, g: int) -> TaskConfig:
-        return TaskConfig(p=self.p, d=self.d, K=self.K, n=g + 1, sampling=self.sampling)
 
     def record(self, g: int, index: int, seed: int) -> Record:
-        return generate_record(self.config(g), g, index, seed)
+        return generate_record(self.at_depth(g), g, index, seed)
 
 
 def prompt_row(record: Record, prompt_id: str, tools: bool = False) -> dict[str, Any]:

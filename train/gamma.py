@@ -7,152 +7,29 @@ asked through :class:`agents.llm.agent.LLMAgent` over the live model
 (:meth:`agents.llm.backends.TransformersBackend.from_loaded`), so prompts, scoring and Jeffreys intervals are
 the ones ``gf2 eval`` uses; its queries go to ``gamma_queries.jsonl`` (one model name a step).
 
-Rows go to ``gamma.csv`` (always): step, the curriculum's active depths, and the summary columns of
-:func:`gf2env.report.results.summarize` per depth. Scalars also go to TensorBoard (when installed), and to
-trackio / W&B when a run of theirs is active. At the end, ``gamma_vs_step.png`` (γ_g against step,
-a line a depth) and ``gamma_vs_depth.png`` (γ_g against g at the first and last evaluation).
+Rows go to ``gamma.csv`` (always; :class:`train.gamma_log.GammaLog`): step, the curriculum's active
+depths, and the summary columns of :func:`gf2env.report.results.summarize` per depth. Scalars also
+go to TensorBoard (when installed), and to trackio / W&B when a run of theirs is active. At the
+end, ``gamma_vs_step.png`` (γ_g against step, a line a depth) and ``gamma_vs_depth.png`` (γ_g
+against g at the first and last evaluation).
 """
 
 from __future__ import annotations
 
-import csv
-import time
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
 from agents.harness.evaluate import evaluate
-from agents.harness.grid import Grid, grid_cells
+from agents.harness.grid import grid_cells
 from agents.llm.agent import LLMAgent, LLMSpec, answered_entries
 from agents.llm.backends import SamplingParams, TransformersBackend
 from agents.llm.query_log import QueryLog
-from gf2env.errors import GF2ConfigError
-from gf2env.report.results import SUMMARY_COLUMNS, summarize
+from gf2env.report.results import summarize
 from train.curriculum import Curriculum
 from train.data import TaskSpec
-
-GAMMA_COLUMNS = ("step", "active_depths", "eval_seed", "prompt_id", *SUMMARY_COLUMNS, "time")
-
-
-@dataclass(frozen=True)
-class GammaEvalSpec:
-    """What the γ_g evaluation asks: depths, records a depth, how often, how the policy samples."""
-
-    depths: tuple[int, ...] = (0, 1)
-    trials: int = 20
-    every: int = 10
-    eval_seed: int = 1_000_003
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 64
-    samples: int = 1
-    level: float = 0.95
-    batch_size: int = 16  # queries a generate call (see agents.llm.backends.TransformersBackend)
-
-    def __post_init__(self) -> None:
-        if self.every < 1:
-            raise GF2ConfigError(f"gamma.every={self.every} is less than the minimum 1 (steps apart).")
-        if self.trials < 1:
-            raise GF2ConfigError(f"gamma.trials={self.trials} is less than the minimum 1.")
-        if self.batch_size < 1:
-            raise GF2ConfigError(f"gamma.batch_size={self.batch_size} is less than the minimum 1.")
-        SamplingParams(self.temperature, self.top_p, self.max_tokens)  # its checks
-
-    def grid(self, task: TaskSpec) -> Grid:
-        return Grid(depths=self.depths, trials=self.trials, p=(task.p,), d=(task.d,), K=(task.K,),
-                    sampling=(task.sampling,), seed=self.eval_seed)  # fmt: skip
-
-
-def read_gamma_csv(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of a ``gamma.csv`` (numbers as numbers)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    out = []
-    with open(path, newline="") as fh:
-        for row in csv.DictReader(fh):
-            parsed: dict[str, Any] = dict(row)
-            for key in ("step", "eval_seed", "p", "d", "K", "g", "trials", "num_candidates"):
-                if key in parsed and parsed[key] != "":
-                    parsed[key] = int(parsed[key])
-            for key in ("gamma_mean", "gamma_lo", "gamma_hi", "accuracy_mean", "accuracy_lo", "accuracy_hi",
-                        "chance", "time"):  # fmt: skip
-                if key in parsed and parsed[key] != "":
-                    parsed[key] = float(parsed[key])
-            out.append(parsed)
-    return out
-
-
-class GammaLog:
-    """Where γ_g evaluations of a run go: ``gamma.csv``, TensorBoard / trackio / W&B, the end plots.
-
-    Shared by the TRL callback below and the SB3 one (:mod:`train.sb3`). ``done_steps`` holds the steps
-    already in the CSV (a resumed run does not evaluate them again).
-    """
-
-    def __init__(self, out_dir: str | Path) -> None:
-        self.out_dir = Path(out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.csv_path = self.out_dir / "gamma.csv"
-        self.done_steps = {int(r["step"]) for r in read_gamma_csv(self.csv_path)}
-        self._writer: Any = None
-
-    def record(self, step: int, summary: Sequence[dict[str, Any]], head: dict[str, Any],
-               extra_scalars: dict[str, float] | None = None) -> dict[int, float]:  # fmt: skip
-        """Append one evaluation (summary rows of :func:`summarize`); returns γ by depth."""
-        rows = [{"step": step, **head, **row, "time": time.time()} for row in summary]
-        new = not self.csv_path.exists()
-        with open(self.csv_path, "a", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=GAMMA_COLUMNS, extrasaction="ignore")
-            if new:
-                writer.writeheader()
-            writer.writerows(rows)
-        self.done_steps.add(step)
-        gamma = {int(r["g"]): float(r["gamma_mean"]) for r in rows}
-        self._log_scalars(step, {**{f"gamma/g{g}": v for g, v in gamma.items()}, **(extra_scalars or {})})
-        return gamma
-
-    def _log_scalars(self, step: int, scalars: dict[str, float]) -> None:
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            SummaryWriter = None  # noqa: N806
-        if SummaryWriter is not None:
-            if self._writer is None:
-                self._writer = SummaryWriter(str(self.out_dir / "tensorboard" / "gamma"))
-            for key, value in scalars.items():
-                self._writer.add_scalar(key, value, step)
-            self._writer.flush()
-        for module in ("trackio", "wandb"):
-            try:
-                tracker = __import__(module)
-            except ImportError:
-                continue
-            if getattr(tracker, "run", None) is not None:
-                tracker.log({**scalars, "train/global_step": step})
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-
-    def plot(self) -> list[Path]:
-        """γ_g against step (a line a depth) and γ_g against depth at the first and last evaluation."""
-        from gf2env.report.plots import plot_gamma_vs_depth, plot_gamma_vs_step
-
-        rows = read_gamma_csv(self.csv_path)
-        if not rows:
-            return []
-        paths = [plot_gamma_vs_step(rows, self.out_dir / "gamma_vs_step.png")]
-        steps = sorted({r["step"] for r in rows})
-        ends = [r for r in rows if r["step"] in (steps[0], steps[-1])]
-        if len({r["g"] for r in ends}) > 1:
-            paths.append(plot_gamma_vs_depth(ends, self.out_dir / "gamma_vs_depth.png",
-                                             title="γ_g by depth, first and last evaluation"))  # fmt: skip
-        return paths
+from train.gamma_log import GammaEvalSpec, GammaLog
 
 
 class GammaCallback(TrainerCallback):
@@ -220,4 +97,4 @@ class GammaCallback(TrainerCallback):
         return gamma
 
 
-__all__ = ["GAMMA_COLUMNS", "GammaCallback", "GammaEvalSpec", "GammaLog", "read_gamma_csv"]
+__all__ = ["GammaCallback"]

@@ -13,7 +13,7 @@ Top to bottom: the vector env (:class:`gf2env.integrations.sb3_vec_env.SB3VecEnv
 seeded ``seed + i``) →
 the algorithm with ``MultiInputPolicy`` (TensorBoard logs in ``output_dir/tensorboard``) →
 callbacks (γ_g on the harness's held-out grid through :class:`agents.sb3_agent.SB3Agent`, written
-by :class:`train.gamma.GammaLog`; checkpoints) → ``learn`` → ``output_dir/final.zip``, which
+by :class:`train.gamma_log.GammaLog`; checkpoints) → ``learn`` → ``output_dir/final.zip``, which
 ``gf2 compare`` loads as an agent (``- sb3: {path: .../final.zip, algo: ppo}``).
 
 Every action of GF2Recon is legal (any candidate may be proposed; a wrong one is a wrong step), so
@@ -28,15 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from agents.sb3_agent import SB3_ALGOS
 from gf2env.errors import GF2ConfigError
-from train.gamma import GammaLog
+from gf2env.settings import TaskSettings, dataclass_from_mapping, read_yaml_mapping
+from train.gamma_log import GammaEvalSpec, GammaLog
 
-ALGOS = ("ppo", "dqn", "a2c")
-_KEYS = {"env", "num_envs", "algo", *ALGOS, "total_timesteps", "gamma", "checkpoint_every", "seed",
+_KEYS = {"env", "num_envs", "algo", *SB3_ALGOS, "total_timesteps", "gamma", "checkpoint_every", "seed",
          "output_dir", "description"}  # fmt: skip
-_GAMMA_KEYS = {"depths", "trials", "every", "eval_seed", "level"}
+# The γ evaluation of an SB3 run: GammaEvalSpec's keys that are not an LLM's sampling, and its defaults.
+_GAMMA_KEYS = ("depths", "trials", "every", "eval_seed", "level")
+_GAMMA_DEFAULTS = {"trials": 200, "every": 10_000}
 
 
 @dataclass
@@ -48,58 +49,54 @@ class SB3Config:
     hyper: dict[str, Any] = field(default_factory=dict)
     num_envs: int = 8
     total_timesteps: int = 100_000
-    gamma_depths: tuple[int, ...] = (0, 1)
-    gamma_trials: int = 200
-    gamma_every: int = 10_000
-    eval_seed: int = 1_000_003
-    level: float = 0.95
+    gamma: GammaEvalSpec = field(default_factory=lambda: GammaEvalSpec(**_GAMMA_DEFAULTS))
     checkpoint_every: int = 50_000
     seed: int = 0
     output_dir: Path = Path("results/sb3")
 
     def __post_init__(self) -> None:
-        if self.algo not in ALGOS:
-            raise GF2ConfigError(f"algo={self.algo!r} is not one of {ALGOS}.")
-        for name in ("num_envs", "total_timesteps", "gamma_trials", "gamma_every", "checkpoint_every"):
+        if self.algo not in SB3_ALGOS:
+            raise GF2ConfigError(f"algo={self.algo!r} is not one of {SB3_ALGOS}.")
+        for name in ("num_envs", "total_timesteps", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise GF2ConfigError(f"{name}={getattr(self, name)} is less than the minimum 1.")
         n = int(self.env.get("n", 32))
-        if max(self.gamma_depths) >= n:
+        if max(self.gamma.depths) >= n:
             raise GF2ConfigError(
-                f"gamma.depths {list(self.gamma_depths)} reach g={max(self.gamma_depths)}, but the env "
+                f"gamma.depths {list(self.gamma.depths)} reach g={max(self.gamma.depths)}, but the env "
                 f"has n={n} terms; evaluate at depths below n."
             )
-        if self.seed == self.eval_seed:
+        if self.seed == self.gamma.eval_seed:
             raise GF2ConfigError(f"seed={self.seed} equals gamma.eval_seed; give the held-out set another.")
+
+    @property
+    def task(self) -> TaskSettings:
+        """The task of the env (its ``GF2Recon-v0`` arguments other than ``n`` and the step mode)."""
+        keys = ("p", "d", "K", "sampling", "w")
+        return TaskSettings(**{k: self.env[k] for k in keys if k in self.env})
 
 
 def load_sb3_config(path: str | Path, **overrides: Any) -> SB3Config:
     """Read a run from YAML (unknown keys are errors); ``overrides`` (algo, output_dir, ...) win."""
     path = Path(path)
-    if not path.exists():
-        raise GF2ConfigError(f"Config file {path} does not exist; see configs/sb3-*.yaml.")
-    obj = yaml.safe_load(path.read_text()) or {}
+    obj = read_yaml_mapping(path, "SB3 run (configs/sb3-*.yaml)")
     unknown = set(obj) - _KEYS
     if unknown:
         raise GF2ConfigError(f"{path} has unknown keys {sorted(unknown)}; they are {sorted(_KEYS)}.")
-    gamma = obj.get("gamma") or {}
-    bad = set(gamma) - _GAMMA_KEYS
-    if bad:
-        raise GF2ConfigError(f"{path}: gamma has unknown keys {sorted(bad)}; they are {sorted(_GAMMA_KEYS)}.")
+    gamma = dataclass_from_mapping(
+        GammaEvalSpec, obj.get("gamma"), f"{path}: gamma", convert={"depths": tuple},
+        defaults=_GAMMA_DEFAULTS, keys=_GAMMA_KEYS,
+    )  # fmt: skip
     algo = overrides.get("algo") or obj.get("algo", "ppo")
-    if algo not in ALGOS:
-        raise GF2ConfigError(f"algo={algo!r} is not one of {ALGOS}.")
+    if algo not in SB3_ALGOS:
+        raise GF2ConfigError(f"algo={algo!r} is not one of {SB3_ALGOS}.")
     values: dict[str, Any] = {
         "env": dict(obj.get("env") or {}),
         "algo": algo,
         "hyper": dict(obj.get(algo) or {}),
         "num_envs": int(obj.get("num_envs", 8)),
         "total_timesteps": int(obj.get("total_timesteps", 100_000)),
-        "gamma_depths": tuple(int(g) for g in gamma.get("depths", (0, 1))),
-        "gamma_trials": int(gamma.get("trials", 200)),
-        "gamma_every": int(gamma.get("every", 10_000)),
-        "eval_seed": int(gamma.get("eval_seed", 1_000_003)),
-        "level": float(gamma.get("level", 0.95)),
+        "gamma": gamma,
         "checkpoint_every": int(obj.get("checkpoint_every", 50_000)),
         "seed": int(obj.get("seed", 0)),
         "output_dir": Path(obj.get("output_dir", f"results/sb3-{algo}")),
@@ -110,18 +107,16 @@ def load_sb3_config(path: str | Path, **overrides: Any) -> SB3Config:
 
 
 def make_gamma_callback(config: SB3Config) -> Any:
-    """An SB3 callback that evaluates γ_g at the start, every ``gamma_every`` timesteps and at the end."""
+    """An SB3 callback that evaluates γ_g at the start, every ``gamma.every`` timesteps and at the end."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     from agents.harness.evaluate import evaluate
-    from agents.harness.grid import Grid, grid_cells
+    from agents.harness.grid import grid_cells
     from agents.sb3_agent import SB3Agent, SB3Spec
     from gf2env.report.results import summarize
 
-    env = config.env
-    grid = Grid(depths=config.gamma_depths, trials=config.gamma_trials, p=(int(env.get("p", 12)),),
-                d=(int(env.get("d", 4)),), K=(int(env.get("K", 32)),),
-                sampling=(env.get("sampling", "adversarial"),), seed=config.eval_seed)  # fmt: skip
+    spec = config.gamma
+    grid = spec.grid(config.task)
     log = GammaLog(config.output_dir)
 
     class GammaCallback(BaseCallback):
@@ -135,15 +130,15 @@ def make_gamma_callback(config: SB3Config) -> Any:
                 return
             agent = SB3Agent(SB3Spec(path="<live>", algo=config.algo, name=f"step {step}"), model=self.model)
             rows = evaluate([agent], grid_cells(grid), progress=False).rows
-            head = {"active_depths": "", "eval_seed": config.eval_seed, "prompt_id": ""}
-            log.record(step, summarize(rows, level=config.level), head)
+            head = {"active_depths": "", "eval_seed": spec.eval_seed, "prompt_id": ""}
+            log.record(step, summarize(rows, level=spec.level), head)
             self.last = step
 
         def _on_training_start(self) -> None:
             self.evaluate_now()
 
         def _on_step(self) -> bool:
-            if self.num_timesteps - max(self.last, 0) >= config.gamma_every:
+            if self.num_timesteps - max(self.last, 0) >= spec.every:
                 self.evaluate_now()
             return True
 
@@ -178,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="gf2 train sb3", description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="a YAML run, e.g. configs/sb3-small.yaml")
-    parser.add_argument("--algo", choices=ALGOS, help="override the config's algo")
+    parser.add_argument("--algo", choices=SB3_ALGOS, help="override the config's algo")
     parser.add_argument("--output-dir", help="override output_dir")
     parser.add_argument("--total-timesteps", type=int, help="override total_timesteps")
     args = parser.parse_args(argv)

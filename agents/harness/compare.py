@@ -36,10 +36,10 @@ from gf2env.records import read_records
 from gf2env.report.fit import EffectivePrefixFit, fit_agents, write_fits_csv
 from gf2env.report.plots import write_figures
 from gf2env.report.results import format_summary, summarize, write_results_csv, write_summary_csv
+from gf2env.settings import PER_DEPTH, dataclass_from_mapping, read_yaml_mapping
 
-PER_DEPTH = "g+1"
 _TOP_KEYS = {"agents", "grid", "records", "out", "level", "plots", "fit", "description"}
-_GRID_KEYS = {"p", "d", "K", "sampling", "depths", "trials", "seed", "n"}
+_GRID_TUPLES = {"depths": int, "p": int, "d": int, "K": int, "sampling": str}
 
 
 @dataclass(frozen=True)
@@ -87,26 +87,25 @@ def _as_tuple(value: Any, key: str, kind: type) -> tuple[Any, ...]:
     return tuple(items)
 
 
-def grid_from_mapping(obj: dict[str, Any]) -> Grid:
-    """A :class:`Grid` from the ``grid:`` mapping of a config file."""
-    unknown = set(obj) - _GRID_KEYS
-    if unknown:
-        raise GF2ConfigError(f"grid has unknown keys {sorted(unknown)}; the keys are {sorted(_GRID_KEYS)}.")
-    for key in ("depths", "trials"):
-        if key not in obj:
-            raise GF2ConfigError(f"grid lacks {key!r}; e.g. depths: [0, 1, 3, 7] and trials: 500.")
-    n = obj.get("n", PER_DEPTH)
-    if n != PER_DEPTH and (not isinstance(n, int) or isinstance(n, bool)):
+def _grid_n(n: Any) -> int | None:
+    if n == PER_DEPTH:
+        return None
+    if not isinstance(n, int) or isinstance(n, bool):
         raise GF2ConfigError(f"grid.n={n!r} is neither an integer nor 'g+1'.")
-    return Grid(
-        depths=_as_tuple(obj["depths"], "depths", int),
-        trials=int(obj["trials"]),
-        p=_as_tuple(obj.get("p", 12), "p", int),
-        d=_as_tuple(obj.get("d", 4), "d", int),
-        K=_as_tuple(obj.get("K", 32), "K", int),
-        sampling=_as_tuple(obj.get("sampling", "adversarial"), "sampling", str),
-        seed=int(obj.get("seed", 0)),
-        n=None if n == PER_DEPTH else int(n),
+    return n
+
+
+def grid_from_mapping(obj: Any, where: str = "grid") -> Grid:
+    """A :class:`Grid` from the ``grid:`` mapping of a config file (``where`` names it in messages)."""
+    if isinstance(obj, dict):
+        for key in ("depths", "trials"):
+            if key not in obj:
+                raise GF2ConfigError(f"{where} lacks {key!r}; e.g. depths: [0, 1, 3, 7] and trials: 500.")
+    convert = {
+        key: (lambda v, key=key, kind=kind: _as_tuple(v, key, kind)) for key, kind in _GRID_TUPLES.items()
+    }
+    return dataclass_from_mapping(
+        Grid, obj, where, convert={**convert, "trials": int, "seed": int, "n": _grid_n}
     )
 
 
@@ -156,10 +155,7 @@ def default_config() -> CompareConfig:
 
 def load_config(path: str | Path) -> CompareConfig:
     """Read a comparison from YAML; unknown keys are errors, not ignored."""
-    path = Path(path)
-    if not path.exists():
-        raise GF2ConfigError(f"Config file {path} does not exist; see configs/ for the presets.")
-    return config_from_mapping(yaml.safe_load(path.read_text()), path)
+    return config_from_mapping(read_yaml_mapping(path, "comparison"), Path(path))
 
 
 def config_from_mapping(obj: Any, path: Path) -> CompareConfig:
@@ -175,7 +171,7 @@ def config_from_mapping(obj: Any, path: Path) -> CompareConfig:
     records = obj.get("records")
     return CompareConfig(
         agents=tuple(agent_from_config(a, path) for a in agents),
-        grid=grid_from_mapping(obj["grid"]) if "grid" in obj else None,
+        grid=grid_from_mapping(obj["grid"], f"{path}: grid") if "grid" in obj else None,
         records=None if records is None else Path(records),
         out=Path(obj.get("out", "results/compare")),
         level=float(obj.get("level", 0.95)),

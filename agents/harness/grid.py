@@ -18,6 +18,7 @@ from gf2env.errors import GF2ConfigError
 from gf2env.oracle import SAMPLING_MODES, TaskConfig
 from gf2env.posterior import StepBatch
 from gf2env.records import Record, generate_record
+from gf2env.settings import TaskSettings, check_depths
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,7 @@ class Grid:
     def __post_init__(self) -> None:
         if self.trials < 1:
             raise GF2ConfigError(f"trials={self.trials} is less than the minimum 1; pass trials >= 1.")
-        if not self.depths or min(self.depths) < 0:
-            raise GF2ConfigError(f"depths={self.depths} must be a non-empty list of depths >= 0.")
+        check_depths(self.depths, "depths")
         for mode in self.sampling:
             if mode not in SAMPLING_MODES:
                 raise GF2ConfigError(f"sampling={mode!r} is not one of {SAMPLING_MODES}.")
@@ -50,20 +50,23 @@ class Grid:
                 f"n={self.n} terms leave no next term at depth {max(self.depths)}; pass n > "
                 f"{max(self.depths)} or n=None (g + 1 terms at each depth)."
             )
-        for p in self.p:  # validate every setting up front, with TaskConfig's messages
-            for d in self.d:
-                for K in self.K:
-                    TaskConfig(p=p, d=d, K=K, n=max(self.depths) + 1)
+        self.tasks()  # validate every setting up front, with TaskConfig's messages
+
+    def tasks(self) -> list[TaskSettings]:
+        """The grid's task settings, sampling outermost, then p, d, K."""
+        return [
+            TaskSettings(p=p, d=d, K=K, sampling=sampling)
+            for sampling in self.sampling
+            for p in self.p
+            for d in self.d
+            for K in self.K
+        ]
 
     def settings(self) -> Iterator[tuple[TaskConfig, int]]:
         """``(config, g)`` for every cell of the grid, depth innermost."""
-        for sampling in self.sampling:
-            for p in self.p:
-                for d in self.d:
-                    for K in self.K:
-                        for g in self.depths:
-                            n = g + 1 if self.n is None else self.n
-                            yield TaskConfig(p=p, d=d, K=K, n=n, sampling=sampling), g
+        for task in self.tasks():
+            for g in self.depths:
+                yield (task.at_depth(g) if self.n is None else task.config(self.n)), g
 
     def records(self, config: TaskConfig, g: int) -> list[Record]:
         """The ``trials`` records of one setting: record ``t`` is a pure function of (seed, g, t)."""

@@ -17,7 +17,7 @@ from gf2env.env import GF2ReconEnv  # noqa: E402
 from gf2env.errors import GF2ConfigError  # noqa: E402
 from gf2env.records import Record  # noqa: E402
 from tests.paths import REPO as ROOT
-from train.gamma import read_gamma_csv  # noqa: E402
+from train.gamma_log import read_gamma_csv  # noqa: E402
 from train.sb3 import load_sb3_config  # noqa: E402
 
 SMALL = ROOT / "configs" / "sb3-small.yaml"

@@ -18,7 +18,7 @@ from tests.paths import REPO as ROOT
 from train.config import load_train_config  # noqa: E402
 from train.curriculum import AdaptiveCurriculum, FixedCurriculum, make_curriculum  # noqa: E402
 from train.data import TaskSpec, prompt_stream  # noqa: E402
-from train.gamma import read_gamma_csv  # noqa: E402
+from train.gamma_log import read_gamma_csv  # noqa: E402
 from train.rewards import correct_term_reward, format_reward  # noqa: E402
 from train.tiny_lm import build_tiny_model  # noqa: E402
 

@@ -1,0 +1,148 @@
+"""A training run's γ_g evaluation: what it asks (:class:`GammaEvalSpec`), where it goes (:class:`GammaLog`).
+
+Shared by the TRL callback (:mod:`train.gamma`) and the SB3 one (:mod:`train.sb3`). ``gamma.csv``
+has the columns of ``gf2env.report.schema.SUMMARY`` with the run's columns around them
+(:data:`GAMMA`): the step, the curriculum's active depths, the held-out seed, the prompt id, and
+the wall time.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.harness.grid import Grid
+from agents.llm.backends import SamplingParams
+from gf2env.errors import GF2ConfigError
+from gf2env.report.schema import SUMMARY, Column
+from gf2env.settings import TaskSettings, check_depths
+
+GAMMA = SUMMARY.around(
+    "gamma log",
+    before=(
+        Column("step", int),
+        Column("active_depths", str, optional=True),
+        Column("eval_seed", int),
+        Column("prompt_id", str, optional=True),
+    ),
+    after=(Column("time", float),),
+)
+GAMMA_COLUMNS = GAMMA.names
+
+
+@dataclass(frozen=True)
+class GammaEvalSpec:
+    """What the γ_g evaluation asks: depths, records a depth, how often, its held-out seed and level,
+    and how an LLM policy samples. ``every`` counts optimizer steps (TRL) or timesteps (SB3); the
+    sampling fields (temperature to batch_size) apply to LLM policies only."""
+
+    depths: tuple[int, ...] = (0, 1)
+    trials: int = 20
+    every: int = 10
+    eval_seed: int = 1_000_003
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 64
+    samples: int = 1
+    level: float = 0.95
+    batch_size: int = 16  # queries a generate call (see agents.llm.backends.TransformersBackend)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "depths", check_depths(self.depths, "gamma.depths"))
+        if self.every < 1:
+            raise GF2ConfigError(f"gamma.every={self.every} is less than the minimum 1 (steps apart).")
+        if self.trials < 1:
+            raise GF2ConfigError(f"gamma.trials={self.trials} is less than the minimum 1.")
+        if self.batch_size < 1:
+            raise GF2ConfigError(f"gamma.batch_size={self.batch_size} is less than the minimum 1.")
+        SamplingParams(self.temperature, self.top_p, self.max_tokens)  # its checks
+
+    def grid(self, task: TaskSettings) -> Grid:
+        """The held-out grid: ``trials`` records a depth of ``task``, from ``eval_seed``."""
+        return Grid(depths=self.depths, trials=self.trials, p=(task.p,), d=(task.d,), K=(task.K,),
+                    sampling=(task.sampling,), seed=self.eval_seed)  # fmt: skip
+
+
+def read_gamma_csv(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a ``gamma.csv``, typed as :data:`GAMMA` says (none if the file is absent)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    with open(path, newline="") as fh:
+        return [GAMMA.parse(row, f"{path} line {i + 2}") for i, row in enumerate(csv.DictReader(fh))]
+
+
+class GammaLog:
+    """Where γ_g evaluations of a run go: ``gamma.csv``, TensorBoard / trackio / W&B, the end plots.
+
+    Shared by the TRL callback below and the SB3 one (:mod:`train.sb3`). ``done_steps`` holds the steps
+    already in the CSV (a resumed run does not evaluate them again).
+    """
+
+    def __init__(self, out_dir: str | Path) -> None:
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.csv_path = self.out_dir / "gamma.csv"
+        self.done_steps = {int(r["step"]) for r in read_gamma_csv(self.csv_path)}
+        self._writer: Any = None
+
+    def record(self, step: int, summary: Sequence[dict[str, Any]], head: dict[str, Any],
+               extra_scalars: dict[str, float] | None = None) -> dict[int, float]:  # fmt: skip
+        """Append one evaluation (summary rows of :func:`summarize`); returns γ by depth."""
+        rows = [{"step": step, **head, **row, "time": time.time()} for row in summary]
+        new = not self.csv_path.exists()
+        with open(self.csv_path, "a", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=GAMMA_COLUMNS, extrasaction="ignore")
+            if new:
+                writer.writeheader()
+            writer.writerows(rows)
+        self.done_steps.add(step)
+        gamma = {int(r["g"]): float(r["gamma_mean"]) for r in rows}
+        self._log_scalars(step, {**{f"gamma/g{g}": v for g, v in gamma.items()}, **(extra_scalars or {})})
+        return gamma
+
+    def _log_scalars(self, step: int, scalars: dict[str, float]) -> None:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            SummaryWriter = None  # noqa: N806
+        if SummaryWriter is not None:
+            if self._writer is None:
+                self._writer = SummaryWriter(str(self.out_dir / "tensorboard" / "gamma"))
+            for key, value in scalars.items():
+                self._writer.add_scalar(key, value, step)
+            self._writer.flush()
+        for module in ("trackio", "wandb"):
+            try:
+                tracker = __import__(module)
+            except ImportError:
+                continue
+            if getattr(tracker, "run", None) is not None:
+                tracker.log({**scalars, "train/global_step": step})
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def plot(self) -> list[Path]:
+        """γ_g against step (a line a depth) and γ_g against depth at the first and last evaluation."""
+        from gf2env.report.plots import plot_gamma_vs_depth, plot_gamma_vs_step
+
+        rows = read_gamma_csv(self.csv_path)
+        if not rows:
+            return []
+        paths = [plot_gamma_vs_step(rows, self.out_dir / "gamma_vs_step.png")]
+        steps = sorted({r["step"] for r in rows})
+        ends = [r for r in rows if r["step"] in (steps[0], steps[-1])]
+        if len({r["g"] for r in ends}) > 1:
+            paths.append(plot_gamma_vs_depth(ends, self.out_dir / "gamma_vs_depth.png",
+                                             title="γ_g by depth, first and last evaluation"))  # fmt: skip
+        return paths
+
+
+__all__ = ["GAMMA", "GAMMA_COLUMNS", "GammaEvalSpec", "GammaLog", "read_gamma_csv"]
