@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH := torch==2.13.0
 
-.PHONY: compare demo test lint bench clean bubblewrap
+.PHONY: compare demo test lint typecheck bench clean bubblewrap
 
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,9 +60,16 @@ bubblewrap:
 
 # The suite needs the real servers too: vLLM on CPU (its own venv) and transformers serve;
 # GF2_REQUIRE_VLLM=1 and GF2_REQUIRE_BWRAP=1 make a missing vLLM venv or sandbox a failure, not a skip.
-test: $(VENV)/.dev $(VENV)/.serve $(VLLM_VENV)/.ready bubblewrap
-	$(VENV)/bin/ruff check .
+test: lint typecheck $(VENV)/.serve $(VLLM_VENV)/.ready bubblewrap
 	GF2_REQUIRE_VLLM=1 GF2_REQUIRE_BWRAP=1 $(PY) -m pytest -q
+
+# Style and types are part of the suite: ruff (lint and formatting) and mypy on the packages ([tool.mypy]).
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(VENV)/.dev
+	$(VENV)/bin/mypy
 
 bench: $(VENV)/.core
 	$(PY) bench/bench_env.py

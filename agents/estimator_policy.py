@@ -18,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.estimators import Estimator, make_estimator
+from gf2env.env import GF2ReconEnv
 from gf2env.errors import GF2ConfigError
 from gf2env.posterior import StepBatch
 
@@ -45,7 +46,13 @@ class EstimatorPolicy:
             raise GF2ConfigError(f"decision={decision!r} is not one of {DECISIONS}.")
         self.estimator = make_estimator(estimator) if isinstance(estimator, str) else estimator
         self.env = env
-        config = env.unwrapped.config
+        base = env.unwrapped
+        if not isinstance(base, GF2ReconEnv):
+            raise GF2ConfigError(
+                f"EstimatorPolicy plays GF2Recon-v0; got {type(base).__name__}. "
+                "Pass gym.make('GF2Recon-v0', ...)."
+            )
+        config = base.config
         self.p, self.d = config.p, config.d
         self.decision = decision
         self._own_rng = rng

@@ -151,6 +151,7 @@ class KnownTerms:
             return g // 2
         if self.count is not None:
             return min(self.count, g)
+        assert self.fraction is not None  # exactly one of count, fraction, half (__post_init__)
         return floor(self.fraction * g + 1e-9)
 
     @property

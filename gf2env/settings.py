@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import yaml
 
@@ -98,8 +98,7 @@ def dataclass_from_mapping(
         obj = {}
     if not isinstance(obj, Mapping):
         raise GF2ConfigError(f"{where} must be a mapping of keys; got {obj!r}.")
-    assert dataclasses.is_dataclass(cls)
-    allowed = set(keys) if keys is not None else {f.name for f in dataclasses.fields(cls)}
+    allowed = set(keys) if keys is not None else {f.name for f in dataclasses.fields(cast(Any, cls))}
     unknown = sorted(set(obj) - allowed)
     if unknown:
         raise GF2ConfigError(f"{where} has unknown keys {unknown}; the keys are {sorted(allowed)}.")

@@ -106,13 +106,16 @@ class GammaLog:
         return gamma
 
     def _log_scalars(self, step: int, scalars: dict[str, float]) -> None:
+        writer_class: Any = None
         try:
-            from torch.utils.tensorboard import SummaryWriter
+            from torch.utils import tensorboard
         except ImportError:
-            SummaryWriter = None  # noqa: N806
-        if SummaryWriter is not None:
+            pass
+        else:
+            writer_class = tensorboard.SummaryWriter
+        if writer_class is not None:
             if self._writer is None:
-                self._writer = SummaryWriter(str(self.out_dir / "tensorboard" / "gamma"))
+                self._writer = writer_class(str(self.out_dir / "tensorboard" / "gamma"))
             for key, value in scalars.items():
                 self._writer.add_scalar(key, value, step)
             self._writer.flush()

@@ -124,9 +124,10 @@ def build_trainer(config: TrainConfig, resume: bool = False) -> tuple[Any, Path 
 
     # 3. rewards: the task's scorer (tool mode: the environment's submit, plus the logged tool calls)
     if config.tools:
-        reward_funcs, weights = [format_reward, tool_calls], [config.rewards.format, 0.0]
+        reward_funcs: list[Any] = [format_reward, tool_calls]
+        weights = [config.rewards.format, 0.0]
     else:
-        reward_funcs = [correct_term_reward, format_reward]
+        reward_funcs = [correct_term_reward, format_reward]  # TRL types them as returning list[float | None]
         weights = [config.rewards.correct, config.rewards.format]
 
     # 4. TRL's settings: ours first, the config's trainer mapping over them

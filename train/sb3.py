@@ -37,7 +37,7 @@ _KEYS = {"env", "num_envs", "algo", *SB3_ALGOS, "total_timesteps", "gamma", "che
          "output_dir", "description"}  # fmt: skip
 # The γ evaluation of an SB3 run: GammaEvalSpec's keys that are not an LLM's sampling, and its defaults.
 _GAMMA_KEYS = ("depths", "trials", "every", "eval_seed", "level")
-_GAMMA_DEFAULTS = {"trials": 200, "every": 10_000}
+_GAMMA_DEFAULTS: dict[str, Any] = {"trials": 200, "every": 10_000}
 
 
 @dataclass

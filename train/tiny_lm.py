@@ -80,12 +80,12 @@ def build_tiny_model(path: str | Path, seed: int = 0) -> Path:
         bos_token_id=None,
         eos_token_id=eos_id,
         pad_token_id=pad_id,
-        torch_dtype="float32",
+        dtype="float32",
     )
     rng_state = torch.random.get_rng_state()
     try:
         torch.manual_seed(seed)
-        model = Qwen3ForCausalLM(config).to(torch.float32).eval()
+        model = Qwen3ForCausalLM(config).float().eval()
     finally:
         torch.random.set_rng_state(rng_state)
     model.generation_config = GenerationConfig(

@@ -82,7 +82,7 @@ class GF2ToolEnvironment:
         self.prompt_id, self.max_tool_calls = prompt_id, max_tool_calls
         self.depths = tuple(depths)
         self.configs = {g: TaskConfig(p=p, d=d, K=K, n=g + 1, sampling=sampling) for g in self.depths}
-        self.seed = int(np.random.SeedSequence(seed).entropy % 2**32) if seed is None else seed
+        self.seed = int(np.random.SeedSequence().generate_state(1)[0]) if seed is None else seed
         self._rng = np.random.default_rng(self.seed)
         self._drawn = 0
         self.record: Record | None = None

@@ -144,9 +144,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from agents.estimator_policy import EstimatorPolicy
+    from gf2env.env import GF2ReconEnv
 
     env = gym.make("GF2Recon-v0", p=args.p, d=args.d, n=args.n, K=args.K, sampling=args.sampling)
-    base = env.unwrapped.config
+    unwrapped = env.unwrapped
+    assert isinstance(unwrapped, GF2ReconEnv)
+    base = unwrapped.config
     agents = {"A (diligent)": EstimatorPolicy("A", env), "C (history)": EstimatorPolicy("C", env)}
     rewards = {name: np.zeros((args.episodes, base.n)) for name in agents}
     for name, agent in agents.items():

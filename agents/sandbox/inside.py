@@ -15,6 +15,10 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False  # typing is not imported in the jail; mypy reads this block
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 EXIT_ERROR = 1  # the code raised
 EXIT_MEMORY = 99  # the code raised MemoryError (the address-space limit)
 EXIT_SETUP = 98  # the harness could not set the sandbox up; the code did not run
@@ -302,10 +306,12 @@ def _model_globals(view: dict) -> dict:
 
 def cmd_run(argv: list[str]) -> int:
     """``run JOB_JSON``: the untrusted code's process."""
+    import io
     import json
     import linecache
     import traceback  # now: importing it after a MemoryError could fail for want of memory
 
+    assert isinstance(sys.stdout, io.TextIOWrapper)
     sys.stdout.reconfigure(line_buffering=True)  # what was printed survives a kill
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != here]  # no importing the harness dir
@@ -350,13 +356,13 @@ def cmd_probe(argv: list[str]) -> int:
 
     report: dict[str, object] = {"uid": os.getuid(), "pid": os.getpid(), "machine": os.uname().machine}
     if argv[:1] == ["seccomp"]:
+        checks: dict[str, Callable[[], object]] = {}
         try:
             install_seccomp()
             report["seccomp"] = True
         except OSError as err:
             report["seccomp"] = False
             report["seccomp_error"] = str(err)
-            checks = {}
         else:
             checks = {
                 "socket": lambda: socket.socket(),
@@ -371,7 +377,7 @@ def cmd_probe(argv: list[str]) -> int:
             else:
                 if name == "fork" and pid == 0:
                     os._exit(0)
-                if name == "fork":
+                if name == "fork" and isinstance(pid, int):
                     os.waitpid(pid, 0)
                 report[f"{name}_blocked"] = False
     print(json.dumps(report), flush=True)

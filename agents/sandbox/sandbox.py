@@ -178,7 +178,7 @@ class Sandbox:
         else:
             code = os.WEXITSTATUS(status)
             if self.isolation == BWRAP and 128 < code < 128 + signal.NSIG:  # bwrap's report of a signal
-                code, sig = None, code - 128
+                sig, code = code - 128, None
         if stop:
             reason = stop
         elif sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= self.limits.cpu_s):

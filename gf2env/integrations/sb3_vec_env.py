@@ -8,7 +8,6 @@ observation as ``info["terminal_observation"]``; :class:`SB3VecEnv` does exactly
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -85,5 +84,5 @@ class SB3VecEnv(VecEnv):
         method = getattr(self.venv.single, method_name)
         return [method(*args, **kwargs) for _ in self._get_indices(indices)]
 
-    def env_is_wrapped(self, wrapper_class: type, indices: VecEnvIndices = None) -> Sequence[bool]:
+    def env_is_wrapped(self, wrapper_class: type, indices: VecEnvIndices = None) -> list[bool]:
         return [False for _ in self._get_indices(indices)]

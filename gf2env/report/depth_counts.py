@@ -156,12 +156,13 @@ class DepthCounts:
         if {"g", "successes", "trials"} <= cols:
             if not rows:
                 raise GF2ConfigError(f"{source} has a header but no rows; pass a file with counts.")
+            chosen: list[Mapping[str, Any]] = list(rows)
             if "agent" in cols:
-                rows, agent = _select_agent(rows, agent, source)
+                chosen, agent = _select_agent(chosen, agent, source)
             return cls(
-                depths=tuple(as_int(r["g"], f"{source} g") for r in rows),
-                successes=np.array([as_float(r["successes"], f"{source} successes") for r in rows]),
-                trials=np.array([as_float(r["trials"], f"{source} trials") for r in rows]),
+                depths=tuple(as_int(r["g"], f"{source} g") for r in chosen),
+                successes=np.array([as_float(r["successes"], f"{source} successes") for r in chosen]),
+                trials=np.array([as_float(r["trials"], f"{source} trials") for r in chosen]),
                 agent=agent,
             )
         if {"agent", "g", value} <= cols:

@@ -198,8 +198,8 @@ def summarize(rows: Iterable[Mapping[str, Any]], level: float = 0.95) -> list[di
     trials = np.array([groups[k][0] for k in keys], dtype=float)
     gamma_sum = np.minimum(np.array([groups[k][1] for k in keys]), trials)
     correct_sum = np.array([groups[k][2] for k in keys], dtype=float)
-    g_lo, g_hi = jeffreys_interval(gamma_sum, trials, level)
-    a_lo, a_hi = jeffreys_interval(correct_sum, trials, level)
+    g_lo, g_hi = map(np.asarray, jeffreys_interval(gamma_sum, trials, level))
+    a_lo, a_hi = map(np.asarray, jeffreys_interval(correct_sum, trials, level))
     out = []
     for j, key in enumerate(keys):
         n_trials, _, _, candidates = groups[key]
