@@ -9,11 +9,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from gf2env.combinatorics import check_support, rank_support, unrank_support
+from gf2env.combinatorics import rank_support, unrank_support
 from gf2env.errors import GF2ConfigError, InvalidActionError
 from gf2env.oracle import Evidence, Instance, TaskConfig, draw_evidence, draw_instance
 from gf2env.posterior import StepBatch, bayes_ceiling
-from gf2env.rules import DEFAULT_MAX_ATTEMPTS, STEP_MODES, step_transition
+from gf2env.rules import DEFAULT_MAX_ATTEMPTS, STEP_MODES, check_support, step_transition
 from gf2env.text.prompt import render_paper_prompt
 
 

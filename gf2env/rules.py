@@ -1,17 +1,117 @@
-"""The env's rules: what a judged step does next.
+"""The env's rules: when an index set is a term (the validator), and what a judged step does next.
 
-:func:`step_transition` is the reveal / terminate / retry transition of a judged step, written once
-for the single env (Python scalars) and the vector env (arrays with a batch axis).
+- :func:`check_support` is the validator, the one well-formedness rule of a support, checked in
+  this order: integers, exactly ``k = d - 1`` of them, each in ``[0, p)``, all distinct (any order;
+  the support is their sorted tuple); it raises :class:`~gf2env.errors.InvalidActionError` saying
+  why not. :func:`read_support` returns the same verdict as a :class:`Failure` class instead. The
+  env, :mod:`gf2env.records` and the scorer (:mod:`gf2env.text.answers`) all go through it, so
+  they report the same failure for the same set.
+- :func:`step_transition` is the reveal / terminate / retry transition of a judged step, written
+  once for the single env (Python scalars) and the vector env (arrays with a batch axis).
 """
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from gf2env.errors import GF2ConfigError
+import numpy as np
+
+from gf2env.errors import GF2ConfigError, InvalidActionError
 
 STEP_MODES = ("reveal", "terminate", "retry")
 DEFAULT_MAX_ATTEMPTS = 10
+
+
+class Failure(str, enum.Enum):
+    """Why a candidate is not the next term. ``NONE`` means it is.
+
+    ``NOT_INTEGER``, ``WRONG_DEGREE``, ``OUT_OF_RANGE`` and ``DUPLICATE`` come from
+    :func:`read_support`, ``WRONG_TERM`` from comparing a well-formed support with the truth;
+    ``NO_ANSWER`` and ``MULTIPLE_CONFLICTING`` arise only in answer text (:mod:`gf2env.text.answers`).
+    """
+
+    NONE = "none"
+    NO_ANSWER = "no_answer"
+    MULTIPLE_CONFLICTING = "multiple_conflicting"
+    NOT_INTEGER = "not_integer"
+    WRONG_DEGREE = "wrong_degree"
+    DUPLICATE = "duplicate"
+    OUT_OF_RANGE = "out_of_range"
+    WRONG_TERM = "wrong_term"
+
+
+class SupportCheck(NamedTuple):
+    """:func:`read_support`'s verdict on an index set."""
+
+    failure: Failure  # NONE when the set is a well-formed support
+    values: tuple[int, ...] | None  # the indices as given (less the offset); None unless all integers
+    message: str  # why not, naming the value and the fix; "" when well-formed
+
+    @property
+    def support(self) -> tuple[int, ...]:
+        """The support, the sorted indices (only meaningful when well-formed)."""
+        return tuple(sorted(self.values or ()))
+
+
+def read_support(indices: Iterable[Any], p: int, k: int, *, offset: int = 0) -> SupportCheck:
+    """The validator's verdict: is ``indices`` a support of ``k`` distinct payload indices in ``[0, p)``?
+
+    ``offset`` is subtracted from every index first (``offset=n`` reads the prompt's variables
+    ``x_n .. x_{n+p-1}``). Checks integers, count, range, distinctness, in that order; the first
+    that fails is the verdict.
+    """
+    if isinstance(indices, (str, bytes, bytearray)):
+        items = None
+    else:
+        try:
+            items = list(indices)
+        except TypeError:
+            items = None
+    if items is None:
+        return SupportCheck(
+            Failure.NOT_INTEGER,
+            None,
+            f"Support {indices!r} is not a sequence of integers; pass {k} distinct integers in [0, {p}).",
+        )
+    values = []
+    for i in items:
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+            return SupportCheck(
+                Failure.NOT_INTEGER,
+                None,
+                f"Support entry {i!r} is not an integer; pass {k} distinct integers in [0, {p}).",
+            )
+        values.append(int(i) - offset)
+    got = tuple(values)
+    if len(values) != k:
+        return SupportCheck(
+            Failure.WRONG_DEGREE,
+            got,
+            f"Support {values} has {len(values)} indices but a term has d-1={k}; "
+            f"pass exactly {k} distinct payload indices.",
+        )
+    out_of_range = [i for i in values if not 0 <= i < p]
+    if out_of_range:
+        return SupportCheck(
+            Failure.OUT_OF_RANGE,
+            got,
+            f"Support {values} has indices {out_of_range} outside the payload range [0, {p}).",
+        )
+    if len(set(values)) != k:
+        return SupportCheck(
+            Failure.DUPLICATE, got, f"Support {values} repeats an index; pass {k} distinct payload indices."
+        )
+    return SupportCheck(Failure.NONE, got, "")
+
+
+def check_support(indices: Iterable[Any], p: int, k: int) -> tuple[int, ...]:
+    """Return ``indices`` as a sorted tuple, or raise :class:`InvalidActionError` saying why not."""
+    check = read_support(indices, p, k)
+    if check.failure is not Failure.NONE:
+        raise InvalidActionError(check.message)
+    return check.support
 
 
 class Transition(NamedTuple):
