@@ -18,7 +18,8 @@ from gf2env.oracle import (
     firing_probability,
 )
 from gf2env.records import Record, generate_records, read_records, write_records
-from gf2env.validator import Failure, Verdict, validate
+from gf2env.rules import Failure
+from gf2env.text.answers import Verdict, validate_answer
 from gf2env.vector import GF2ReconVectorEnv
 
 __version__ = "0.1.0"
@@ -53,6 +54,6 @@ __all__ = [
     "rank_support",
     "read_records",
     "unrank_support",
-    "validate",
+    "validate_answer",
     "write_records",
 ]

@@ -1,9 +1,10 @@
 """Supports as index sets, integer ranks and uint64 bit masks.
 
-A support is a sorted tuple of ``k = d - 1`` distinct payload indices in ``[0, p)``. Supports are
-ranked in lexicographic order, the order of ``itertools.combinations(range(p), k)``: rank 0 is
-``(0, 1, ..., k-1)`` and rank ``C(p, k) - 1`` is ``(p-k, ..., p-1)``. Ranking and unranking are
-arithmetic (the combinatorial number system), so no table of all supports is ever built.
+A support is a sorted tuple of ``k = d - 1`` distinct payload indices in ``[0, p)`` (the rule is
+:func:`gf2env.rules.check_support`). Supports are ranked in lexicographic order, the order of
+``itertools.combinations(range(p), k)``: rank 0 is ``(0, 1, ..., k-1)`` and rank ``C(p, k) - 1`` is
+``(p-k, ..., p-1)``. Ranking and unranking are arithmetic (the combinatorial number system), so no
+table of all supports is ever built.
 
 Payload vectors and supports with ``p <= 64`` are also held as ``uint64`` masks, bit ``i`` being
 payload index ``i``; a monomial fires on ``v`` exactly when ``v & mask == mask``.
@@ -65,30 +66,6 @@ def all_supports(p: int, k: int) -> np.ndarray:
             f"use a smaller p or d."
         )
     return np.array(list(combinations(range(p), k)), dtype=np.int64).reshape(total, k)
-
-
-def check_support(indices: Sequence[int], p: int, k: int) -> tuple[int, ...]:
-    """Return ``indices`` as a sorted tuple, or raise :class:`InvalidActionError` saying why not."""
-    values = []
-    for i in indices:
-        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
-            raise InvalidActionError(
-                f"Support entry {i!r} is not an integer; pass {k} distinct integers in [0, {p})."
-            )
-        values.append(int(i))
-    if len(values) != k:
-        raise InvalidActionError(
-            f"Support {values} has {len(values)} indices but a term has d-1={k}; "
-            f"pass exactly {k} distinct payload indices."
-        )
-    out_of_range = [i for i in values if not 0 <= i < p]
-    if out_of_range:
-        raise InvalidActionError(
-            f"Support {values} has indices {out_of_range} outside the payload range [0, {p})."
-        )
-    if len(set(values)) != k:
-        raise InvalidActionError(f"Support {values} repeats an index; pass {k} distinct payload indices.")
-    return tuple(sorted(values))
 
 
 def support_mask(indices: Sequence[int]) -> int:

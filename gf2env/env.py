@@ -9,14 +9,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from gf2env.combinatorics import check_support, rank_support, unrank_support
+from gf2env.combinatorics import rank_support, unrank_support
 from gf2env.errors import GF2ConfigError, InvalidActionError
 from gf2env.oracle import Evidence, Instance, TaskConfig, draw_evidence, draw_instance
 from gf2env.posterior import StepBatch, bayes_ceiling
+from gf2env.rules import DEFAULT_MAX_ATTEMPTS, STEP_MODES, check_support, step_transition
 from gf2env.text.prompt import render_paper_prompt
-
-STEP_MODES = ("reveal", "terminate", "retry")
-DEFAULT_MAX_ATTEMPTS = 10
 
 
 class GF2ReconEnv(gym.Env):
@@ -51,7 +49,7 @@ class GF2ReconEnv(gym.Env):
     ## Rewards
     1 for the exact next term, 0 otherwise.
 
-    ## Step modes (the validator never lets a wrong step stand; there is no backtracking)
+    ## Step modes (:func:`~gf2env.rules.step_transition`; no wrong step stands, no backtracking)
     - ``reveal`` (default): after any answer the true ``S_g`` joins the prefix and fresh evidence
       for depth ``g + 1`` is drawn, so every depth is measured once an episode.
     - ``terminate``: the episode ends at the first wrong answer.
@@ -235,24 +233,19 @@ class GF2ReconEnv(gym.Env):
             ceiling = bayes_ceiling(StepBatch.from_step(self._instance, self._evidence))
             info["bayes_ceiling_A"] = float(ceiling["A"][0])
             info["bayes_ceiling_B"] = float(ceiling["B"][0])
-        terminated = False
-        if not correct and self.step_mode == "terminate":
-            terminated = True
-        elif not correct and self.step_mode == "retry" and attempt < self.max_attempts:
-            self._attempt += 1
-            self._evidence = draw_evidence(self.np_random, self._instance, g, self.config)
-        else:
-            info["exhausted"] = not correct and self.step_mode == "retry"
+        c = self.config
+        t = step_transition(
+            correct, g, attempt, n=c.n, step_mode=self.step_mode, max_attempts=self.max_attempts
+        )
+        info["exhausted"] = t.exhausted
+        if t.advance:
             self._prefix_bits[g, self._instance.supports[g]] = 1
-            self._depth = g + 1
-            self._attempt = 1
-            if self._depth == self.config.n:
-                terminated = True
-                self._evidence = None
-            else:
-                self._evidence = draw_evidence(self.np_random, self._instance, g + 1, self.config)
-        self._done = terminated
-        return self._observation(), float(correct), terminated, False, info
+        self._depth, self._attempt, self._done = t.depth, t.attempt, t.terminated
+        if t.finished:
+            self._evidence = None
+        elif t.advance or t.retry:
+            self._evidence = draw_evidence(self.np_random, self._instance, t.depth, c)
+        return self._observation(), float(correct), t.terminated, False, info
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":

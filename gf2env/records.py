@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from gf2env.combinatorics import check_support
 from gf2env.errors import InvalidActionError, RecordFormatError
 from gf2env.oracle import (
     Evidence,
@@ -25,6 +24,7 @@ from gf2env.oracle import (
     draw_evidence,
     draw_instance,
 )
+from gf2env.rules import check_support
 
 
 @dataclass(frozen=True)

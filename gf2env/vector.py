@@ -27,6 +27,7 @@ from gf2env.env import GF2ReconEnv
 from gf2env.errors import GF2ConfigError, InvalidActionError
 from gf2env.oracle import draw_instance, evidence_from_uniforms
 from gf2env.posterior import StepBatch, bayes_ceiling
+from gf2env.rules import step_transition
 
 
 class GF2ReconVectorEnv(VectorEnv):
@@ -192,38 +193,30 @@ class GF2ReconVectorEnv(VectorEnv):
         g = np.minimum(self._depth, c.n - 1)
         target = self._supports[rows, g]
         correct = live & (supports_to_masks(support) == self._masks[rows, g])
-        attempt = self._attempt.copy()
-        wrong = live & ~correct
-        terminated = np.zeros(N, dtype=bool)
-        if self.step_mode == "terminate":
-            terminated |= wrong
-            advance = live & correct
-            retry = np.zeros(N, dtype=bool)
-        elif self.step_mode == "retry":
-            retry = wrong & (attempt < self.max_attempts)
-            advance = live & ~retry
-        else:
-            retry = np.zeros(N, dtype=bool)
-            advance = live.copy()
-        exhausted = advance & wrong & (self.step_mode == "retry")
+        attempt = self._attempt  # replaced, not written, by the step
+        t = step_transition(
+            correct,
+            self._depth,
+            attempt,
+            n=c.n,
+            step_mode=self.step_mode,
+            max_attempts=self.max_attempts,
+            live=live,
+        )
         ceiling = self._bayes_ceiling(np.flatnonzero(live), g) if self.single.bayes_ceiling else None
 
-        adv = np.flatnonzero(advance)
+        adv = np.flatnonzero(t.advance)
         self._prefix[adv[:, None], g[adv][:, None], self._supports[adv, g[adv]]] = 1
-        self._depth[adv] += 1
-        self._attempt[adv] = 1
-        self._attempt[retry] += 1
-        finished = advance & (self._depth == c.n)
-        terminated |= finished
-        self._address[finished] = 0
-        self._payload[finished] = 0
-        self._labels[finished] = 0
-        self._draw(np.flatnonzero((advance & ~finished) | retry))
+        self._depth, self._attempt = t.depth, t.attempt
+        self._address[t.finished] = 0
+        self._payload[t.finished] = 0
+        self._labels[t.finished] = 0
+        self._draw(np.flatnonzero((t.advance & ~t.finished) | t.retry))
 
         reset_idx = np.flatnonzero(resetting)
         if len(reset_idx):
             self._reset_envs(reset_idx, None, self.start_depth)
-        self._needs_reset = terminated.copy()
+        self._needs_reset = t.terminated.copy()
 
         info: dict[str, Any] = {
             "depth": np.where(live, g, self._depth),
@@ -238,11 +231,11 @@ class GF2ReconVectorEnv(VectorEnv):
             "_action_indices": live,
             "target": target,
             "_target": live,
-            "exhausted": exhausted,
+            "exhausted": t.exhausted,
             "_exhausted": live,
         }
         if ceiling is not None:
             for name, values in ceiling.items():
                 info[f"bayes_ceiling_{name}"], info[f"_bayes_ceiling_{name}"] = values, live
         rewards = correct.astype(np.float64)
-        return self._observation(), rewards, terminated, np.zeros(N, dtype=bool), info
+        return self._observation(), rewards, t.terminated, np.zeros(N, dtype=bool), info

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gf2env.text.answers import AnswerFailure, score_answer
+from gf2env.rules import Failure
+from gf2env.text.answers import score_answer
 
 
 def completion_text(completion: Any) -> str:
@@ -47,7 +48,7 @@ def format_reward(
 
     Well-formed: one unambiguous answer of d−1 distinct in-range integer indices (the scorer's
     failure is ``none`` or ``wrong_term``)."""
-    ok = (AnswerFailure.NONE, AnswerFailure.WRONG_TERM)
+    ok = (Failure.NONE, Failure.WRONG_TERM)
     return [
         float(score_answer(completion_text(c), t, int(pp), int(off)).failure in ok)
         for c, t, pp, off in zip(completions, target, p, answer_offset, strict=True)

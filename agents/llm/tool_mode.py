@@ -33,7 +33,8 @@ from typing import Any
 
 from agents.llm.backends import Backend, Completion, Query, SamplingParams
 from gf2env.errors import GF2ConfigError
-from gf2env.text.answers import AnswerFailure, extract_answer, strip_reasoning
+from gf2env.rules import Failure
+from gf2env.text.answers import extract_answer, strip_reasoning
 
 TOOL_PROMPT_ID = "tools-v1"
 TOOL_USE_CLASSES = ("no_tool", "single_tool", "multi_tool")
@@ -67,7 +68,7 @@ def extract_code(text: str) -> str | None:
 
 def has_answer(text: str) -> bool:
     """Whether the scorer finds an answer (right or wrong, conflicting included) in ``text``."""
-    return extract_answer(text).failure is not AnswerFailure.NO_ANSWER
+    return extract_answer(text).failure is not Failure.NO_ANSWER
 
 
 def _clip(text: str, limit: int = FEEDBACK_CHARS) -> str:

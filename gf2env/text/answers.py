@@ -1,4 +1,4 @@
-"""The one scorer of model text: find the final answer in a reply and grade it with the validator.
+"""The one scorer of model text: find the final answer in a reply and grade it by the env's rule.
 
 Grammar (what :func:`extract_answer` accepts), in order of application:
 
@@ -32,7 +32,8 @@ List items are separated by commas (by whitespace when there is no comma: ``[13 
 variable name is read as its index: ``x_33``, ``x33``, ``x_{33}`` and the compact prompt's ``v_3``
 are 33, 33, 33 and 3. Anything else that is not an integer (``1.5``, ``a``) is ``not_integer``.
 Indices are in the prompt's numbering; :func:`score_answer` subtracts the prompt's answer offset
-``n`` and checks the list with :func:`gf2env.validator.validate`.
+``n`` and grades the list with :func:`validate_answer`, which checks it with the env's validator
+:func:`gf2env.rules.read_support` and compares it with the next term.
 """
 
 from __future__ import annotations
@@ -42,15 +43,66 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gf2env.validator import Failure, validate
+from gf2env.rules import Failure, read_support
 
 Mode = Literal["strict", "lenient"]
 
 
-AnswerFailure = Failure  # the validator's failure classes; MULTIPLE_CONFLICTING arises only here
+FAILURE_CLASSES: tuple[str, ...] = tuple(f.value for f in Failure)
 
 
-FAILURE_CLASSES: tuple[str, ...] = tuple(f.value for f in AnswerFailure)
+@dataclass(frozen=True)
+class Verdict:
+    """:func:`validate_answer`'s answer. ``indices`` are the candidate's payload indices when it parsed."""
+
+    well_formed: bool
+    correct: bool
+    failure: Failure
+    indices: tuple[int, ...] | None
+
+
+_LIST = re.compile(r"^\s*(?:\[\s*([^\[\]]*?)\s*\]|([^\[\]]*?))\s*$")
+
+
+def parse_index_list(text: str) -> list[str] | None:
+    """Split ``"[i, j, k]"`` (brackets optional) into its comma-separated items; ``None`` if empty."""
+    match = _LIST.match(text)
+    body = None if match is None else (match.group(1) if match.group(1) is not None else match.group(2))
+    if body is None or not body.strip():
+        return None
+    return [item.strip() for item in body.split(",")]
+
+
+def validate_answer(
+    candidate: Sequence[int] | str | None,
+    target: Sequence[int],
+    p: int,
+    *,
+    offset: int = 0,
+) -> Verdict:
+    """Check ``candidate`` against the next term ``target`` (payload indices in ``[0, p)``). O(d).
+
+    ``candidate`` is a sequence of indices or the text of an answer list such as ``"[4, 5, 7]"``.
+    ``offset`` is subtracted from every index first: pass ``offset=n`` for answers written as
+    variable indices ``x_n .. x_{n+p-1}`` (the prompt's numbering). A candidate is well-formed when
+    :func:`gf2env.rules.read_support` accepts it (``d - 1 = len(target)`` distinct integer indices
+    in range, the env's rule and order of checks); it is correct when it equals ``target`` as a set.
+    """
+    if candidate is None:
+        return Verdict(False, False, Failure.NO_ANSWER, None)
+    if isinstance(candidate, str):
+        items = parse_index_list(candidate)
+        if items is None:
+            return Verdict(False, False, Failure.NO_ANSWER, None)
+        if not all(re.fullmatch(r"[+-]?[0-9]+", item) for item in items):
+            return Verdict(False, False, Failure.NOT_INTEGER, None)
+        candidate = [int(item) for item in items]
+    check = read_support(candidate, p, len(target), offset=offset)
+    if check.failure is not Failure.NONE:
+        return Verdict(False, False, check.failure, check.values)
+    indices = check.support
+    correct = set(indices) == {int(t) for t in target}
+    return Verdict(True, correct, Failure.NONE if correct else Failure.WRONG_TERM, indices)
 
 
 @dataclass(frozen=True)
@@ -65,7 +117,7 @@ class Extraction:
 
     answer: str | None
     mode: Mode | None
-    failure: AnswerFailure | None
+    failure: Failure | None
     candidates: tuple[str, ...]
     reasoning_removed: bool
     items: tuple[str, ...] | None = None
@@ -76,7 +128,7 @@ class Score:
     """The grading of a reply. ``indices`` are payload indices (the prompt's minus ``n``)."""
 
     correct: bool
-    failure: AnswerFailure
+    failure: Failure
     indices: tuple[int, ...] | None
     answer_text: str | None
     mode: Mode | None
@@ -215,11 +267,11 @@ def extract_answer(text: str) -> Extraction:
         lenient.sort(key=lambda entry: entry[0])
         mode, found = "lenient", [(content, items) for _, content, items in lenient]
     if not found:
-        return Extraction(None, None, AnswerFailure.NO_ANSWER, (), removed)
+        return Extraction(None, None, Failure.NO_ANSWER, (), removed)
     candidates = tuple(content for content, _ in found)
     answer, items = found[-1]
     sets = {s for s in (_int_set(i) for _, i in found) if s}
-    failure = AnswerFailure.MULTIPLE_CONFLICTING if len(sets) > 1 else None
+    failure = Failure.MULTIPLE_CONFLICTING if len(sets) > 1 else None
     return Extraction(answer, mode, failure, candidates, removed, items)
 
 
@@ -229,20 +281,22 @@ def score_answer(text: str, target: Sequence[int], p: int, n: int) -> Score:
     if ex.failure is not None:
         return Score(False, ex.failure, None, ex.answer, ex.mode)
     if ex.items is None:
-        return Score(False, AnswerFailure.NO_ANSWER, None, ex.answer, ex.mode)
-    if any(c in item for item in ex.items for c in "[]"):  # the validator's list syntax cannot hold them
-        return Score(False, AnswerFailure.NOT_INTEGER, None, ex.answer, ex.mode)
-    verdict = validate("[" + ", ".join(ex.items) + "]", target, p, offset=n)
+        return Score(False, Failure.NO_ANSWER, None, ex.answer, ex.mode)
+    if any(c in item for item in ex.items for c in "[]"):  # validate_answer's list syntax cannot hold them
+        return Score(False, Failure.NOT_INTEGER, None, ex.answer, ex.mode)
+    verdict = validate_answer("[" + ", ".join(ex.items) + "]", target, p, offset=n)
     failure = verdict.failure
     return Score(verdict.correct, failure, verdict.indices, ex.answer, ex.mode)
 
 
 __all__ = [
     "FAILURE_CLASSES",
-    "AnswerFailure",
     "Extraction",
     "Score",
+    "Verdict",
     "extract_answer",
+    "parse_index_list",
     "score_answer",
     "strip_reasoning",
+    "validate_answer",
 ]

@@ -3,33 +3,39 @@
 from __future__ import annotations
 
 import json
+from math import comb
 from typing import NamedTuple
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import gf2env.text.answers as answers
+from gf2env.combinatorics import rank_support, unrank_support
+from gf2env.rules import Failure
 from gf2env.text.answers import (
     FAILURE_CLASSES,
-    AnswerFailure,
+    Verdict,
     extract_answer,
     score_answer,
     strip_reasoning,
+    validate_answer,
 )
-from gf2env.validator import Failure
+from tests.gf2env.test_combinatorics import supports
 
 HYPOTHESIS = settings(max_examples=150, deadline=None)
 
 # The paper prompt with n = 12 address bits and p = 20 payload bits: payload index i is x_{12 + i},
 # so the target term (1, 2, 4) is answered as [13, 14, 16].
 N, P, TARGET = 12, 20, (1, 2, 4)
-F = AnswerFailure
+F = Failure
 
 
 class Case(NamedTuple):
     id: str
     text: str
-    failure: AnswerFailure
+    failure: Failure
     indices: tuple[int, ...] | None
     mode: str | None
     n: int = N
@@ -229,9 +235,10 @@ def test_strip_reasoning() -> None:
 
 def test_failure_classes_cover_validator() -> None:
     assert {f.value for f in Failure} <= set(FAILURE_CLASSES)
-    assert set(FAILURE_CLASSES) == {f.value for f in AnswerFailure}
+    assert set(FAILURE_CLASSES) == {f.value for f in Failure}
     assert "multiple_conflicting" in FAILURE_CLASSES
-    assert AnswerFailure is Failure  # one set of failure classes, the validator's
+    assert answers.Failure is Failure  # one set of failure classes, the rules'
+    assert not hasattr(answers, "AnswerFailure")
 
 
 NOISE = st.text(alphabet=st.characters(blacklist_characters="\\<", blacklist_categories=("Cs",)), max_size=60)
@@ -268,3 +275,101 @@ def test_guess_in_reasoning_never_counts(
     text = f"<think>{a}{_box(n, wrong)}{b}</think>{c}{_box(n, target)}"
     assert score_answer(text, target, p, n).correct
     assert not score_answer(f"{a}</think>{_box(n, wrong)}{b}", target, p, n).correct
+
+
+# ---------------------------------------------------------------------- validate_answer
+V_TARGET, V_P, V_N = (4, 5, 7), 12, 32  # validate_answer's own table
+HYPOTHESIS_200 = settings(max_examples=200, deadline=None)
+
+VALIDATE_CASES = [
+    # (candidate, offset, well_formed, correct, failure, indices)
+    ([4, 5, 7], 0, True, True, Failure.NONE, (4, 5, 7)),
+    ([7, 4, 5], 0, True, True, Failure.NONE, (4, 5, 7)),
+    ((5, 7, 4), 0, True, True, Failure.NONE, (4, 5, 7)),
+    (np.array([7, 5, 4]), 0, True, True, Failure.NONE, (4, 5, 7)),
+    ([4, 5, 8], 0, True, False, Failure.WRONG_TERM, (4, 5, 8)),
+    ([0, 1, 11], 0, True, False, Failure.WRONG_TERM, (0, 1, 11)),
+    ([4, 5], 0, False, False, Failure.WRONG_DEGREE, (4, 5)),
+    ([4, 5, 7, 8], 0, False, False, Failure.WRONG_DEGREE, (4, 5, 7, 8)),
+    ([4, 4, 7], 0, False, False, Failure.DUPLICATE, (4, 4, 7)),
+    ([4, 5, 12], 0, False, False, Failure.OUT_OF_RANGE, (4, 5, 12)),
+    ([-1, 4, 5], 0, False, False, Failure.OUT_OF_RANGE, (-1, 4, 5)),
+    ([4, 5, 1.5], 0, False, False, Failure.NOT_INTEGER, None),
+    ([4, "a", 7], 0, False, False, Failure.NOT_INTEGER, None),
+    ([4, 5, 7.0], 0, False, False, Failure.NOT_INTEGER, None),
+    ([True, 4, 5], 0, False, False, Failure.NOT_INTEGER, None),
+    (None, 0, False, False, Failure.NO_ANSWER, None),
+    ("", 0, False, False, Failure.NO_ANSWER, None),
+    ("[]", 0, False, False, Failure.NO_ANSWER, None),
+    ("[4, 5, 7]", 0, True, True, Failure.NONE, (4, 5, 7)),
+    ("4,5,7", 0, True, True, Failure.NONE, (4, 5, 7)),
+    (" [ 7 , 4 , 5 ] ", 0, True, True, Failure.NONE, (4, 5, 7)),
+    ("[4, 5, 8]", 0, True, False, Failure.WRONG_TERM, (4, 5, 8)),
+    ("[4, 5]", 0, False, False, Failure.WRONG_DEGREE, (4, 5)),
+    ("[4, 4, 7]", 0, False, False, Failure.DUPLICATE, (4, 4, 7)),
+    ("[4, 5, 12]", 0, False, False, Failure.OUT_OF_RANGE, (4, 5, 12)),
+    ("[4, 5, 1.5]", 0, False, False, Failure.NOT_INTEGER, None),
+    ("[4, 5, a]", 0, False, False, Failure.NOT_INTEGER, None),
+    # Variable-numbered answers: payload index i is x_{n+i}.
+    ([36, 37, 39], V_N, True, True, Failure.NONE, (4, 5, 7)),
+    ("[39, 36, 37]", V_N, True, True, Failure.NONE, (4, 5, 7)),
+    ([36, 37, 40], V_N, True, False, Failure.WRONG_TERM, (4, 5, 8)),
+    ([4, 5, 7], V_N, False, False, Failure.OUT_OF_RANGE, (4 - V_N, 5 - V_N, 7 - V_N)),
+    ([36, 37, 44], V_N, False, False, Failure.OUT_OF_RANGE, (4, 5, 12)),
+    ([31, 36, 37], V_N, False, False, Failure.OUT_OF_RANGE, (-1, 4, 5)),  # an address variable
+]
+
+
+@pytest.mark.parametrize(
+    ("candidate", "offset", "well_formed", "correct", "failure", "indices"), VALIDATE_CASES
+)
+def test_validate_table(candidate, offset, well_formed, correct, failure, indices):
+    verdict = validate_answer(candidate, V_TARGET, V_P, offset=offset)
+    assert isinstance(verdict, Verdict)
+    assert verdict == Verdict(well_formed, correct, failure, indices), verdict
+    assert verdict.correct == (verdict.failure is Failure.NONE)
+    if verdict.correct:
+        assert verdict.well_formed
+
+
+def test_validate_accepts_numpy_target():
+    target = np.array([7, 4, 5], dtype=np.int64)
+    assert validate_answer([4, 5, 7], target, V_P).correct
+    assert validate_answer([np.int64(4), np.int64(5), np.int64(7)], V_TARGET, V_P).correct
+    assert not validate_answer([4, 5, 6], target, V_P).correct
+
+
+@HYPOTHESIS_200
+@given(supports(max_k=10).filter(lambda c: c[1] >= 1), st.randoms(use_true_random=False))
+def test_validate_any_permutation_is_correct(case, rnd):
+    p, k, target = case
+    perm = list(target)
+    rnd.shuffle(perm)
+    expected = Verdict(True, True, Failure.NONE, target)
+    assert validate_answer(perm, target, p) == expected
+    assert validate_answer(f"[{', '.join(map(str, perm))}]", target, p) == expected
+    n = rnd.randint(1, 200)
+    assert validate_answer([i + n for i in perm], target, p, offset=n) == expected
+    assert validate_answer(",".join(str(i + n) for i in perm), target, p, offset=n) == expected
+
+
+@HYPOTHESIS_200
+@given(supports(max_k=10).filter(lambda c: 1 <= c[1] < c[0]), st.data())
+def test_validate_other_support_is_wrong_term(case, data):
+    p, k, target = case
+    r = rank_support(target, p)
+    other_rank = data.draw(st.integers(0, comb(p, k) - 1).filter(lambda x: x != r))
+    other = unrank_support(other_rank, p, k)
+    verdict = validate_answer(list(other), target, p)
+    assert verdict == Verdict(True, False, Failure.WRONG_TERM, other)
+
+
+@pytest.mark.parametrize("candidate", [5, 5.0, b"[4, 5, 7]", {"a": 1}])
+def test_validate_non_sequences_are_not_integer_answers(candidate):
+    verdict = validate_answer(candidate, (4, 5, 7), 12)
+    assert verdict.failure is Failure.NOT_INTEGER and not verdict.well_formed
+
+
+def test_validate_requires_balanced_brackets_and_ascii_digits():
+    assert validate_answer("[4, 5, 7", (4, 5, 7), 12).failure is Failure.NO_ANSWER
+    assert validate_answer("\u0664,5,7", (4, 5, 7), 12).failure is Failure.NOT_INTEGER

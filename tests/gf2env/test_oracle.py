@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 from gf2env.combinatorics import (
-    check_support,
     fires,
     pack_bits,
     rank_support,
@@ -36,6 +35,7 @@ from gf2env.oracle import (
     prefix_mask_bits,
 )
 from gf2env.records import generate_record, generate_records
+from gf2env.rules import check_support
 
 Z = 6.0
 

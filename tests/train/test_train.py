@@ -12,8 +12,7 @@ import pytest
 pytest.importorskip("trl")
 
 from gf2env.errors import GF2ConfigError  # noqa: E402
-from gf2env.text.answers import extract_answer  # noqa: E402
-from gf2env.validator import validate  # noqa: E402
+from gf2env.text.answers import extract_answer, validate_answer  # noqa: E402
 from tests.paths import REPO as ROOT
 from train.config import load_train_config  # noqa: E402
 from train.curriculum import AdaptiveCurriculum, FixedCurriculum, make_curriculum  # noqa: E402
@@ -62,7 +61,7 @@ def test_rewards_agree_with_the_validator(text, offset, correct, formatted):
     # The validator on the extracted final answer says the same (hedged or missing answers: no verdict).
     ex = extract_answer(text)
     answer = "[" + ", ".join(ex.items or ()) + "]"
-    verdict = ex.failure is None and validate(answer, [1, 2], 6, offset=offset).correct
+    verdict = ex.failure is None and validate_answer(answer, [1, 2], 6, offset=offset).correct
     assert verdict == bool(correct)
 
 
