@@ -16,6 +16,8 @@ from gf2env.posterior import StepBatch, bayes_ceiling
 from gf2env.rules import DEFAULT_MAX_ATTEMPTS, STEP_MODES, check_support, step_transition
 from gf2env.text.prompt import render_paper_prompt
 
+Observation = dict[str, np.ndarray | np.int64]  # arrays, and the depth as a NumPy integer
+
 
 class GF2ReconEnv(gym.Env):
     """Reconstruct a hidden GF(2) circuit one monomial at a time.
@@ -163,13 +165,13 @@ class GF2ReconEnv(gym.Env):
             action = action.item()
         if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer)):
             raise InvalidActionError(
-                f"Action {action!r} is neither an integer in [0, {self.action_space.n}) nor a "
+                f"Action {action!r} is neither an integer in [0, {self.config.num_candidates}) nor a "
                 f"sequence of {self.config.k} payload indices."
             )
-        if not 0 <= int(action) < self.action_space.n:
+        if not 0 <= int(action) < self.config.num_candidates:
             raise InvalidActionError(
-                f"Action {int(action)} is outside Discrete({self.action_space.n}); pass an integer "
-                f"in [0, {self.action_space.n}) or a sequence of {self.config.k} payload indices."
+                f"Action {int(action)} is outside Discrete({self.config.num_candidates}); pass an integer "
+                f"in [0, {self.config.num_candidates}) or a sequence of {self.config.k} payload indices."
             )
         return int(action)
 
@@ -196,7 +198,7 @@ class GF2ReconEnv(gym.Env):
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    ) -> tuple[Observation, dict[str, Any]]:
         super().reset(seed=seed)
         start = self.start_depth_from_options(options)
         c = self.config
@@ -211,7 +213,7 @@ class GF2ReconEnv(gym.Env):
         info = {"depth": start, "attempt": 1, "trivial_baseline": c.trivial_baseline}
         return self._observation(), info
 
-    def step(self, action: Any) -> tuple[dict[str, np.ndarray], SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Observation, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._done or self._instance is None:
             raise RuntimeError("step() called on a finished or unreset episode; call reset() first.")
         support = self._action_support(action)
@@ -278,7 +280,7 @@ class GF2ReconEnv(gym.Env):
             )
         return int(depth)
 
-    def _observation(self) -> dict[str, np.ndarray]:
+    def _observation(self) -> Observation:
         c = self.config
         e = self._evidence
         if e is None:

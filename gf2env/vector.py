@@ -133,7 +133,7 @@ class GF2ReconVectorEnv(VectorEnv):
                 f"Actions of shape {actions.shape} and dtype {actions.dtype} are not "
                 f"{self.num_envs} integers; pass an int array of shape ({self.num_envs},)."
             )
-        n_cand = self.single_action_space.n
+        n_cand = self.single.config.num_candidates
         bad = (actions < 0) | (actions >= n_cand)
         if bad.any():
             raise InvalidActionError(
