@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from agents.base import Cell, Estimate
-from agents.llm.backends import APIS, Backend, OpenAICompatibleBackend, SamplingParams
+from agents.llm.openai_server import OpenAICompatibleBackend
+from agents.llm.queries import APIS, Backend, SamplingParams
 from agents.llm.query_log import QueryLog, RunStats, entry_action, log_entry, plan_queries
 from gf2env.errors import GF2ConfigError
 from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS
@@ -153,10 +154,10 @@ class LLMSpec:
                 self.base_urls, self.model, self.concurrency, self.timeout, self.retries
             )
         if self.backend == "vllm-offline":
-            from agents.llm.backends import VLLMEngineBackend
+            from agents.llm.vllm_engine import VLLMEngineBackend
 
             return VLLMEngineBackend(self.model, **dict(self.engine_args))
-        from agents.llm.backends import TransformersBackend
+        from agents.llm.transformers_backend import TransformersBackend
 
         return TransformersBackend(self.model)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.llm.backends import Backend, Completion, Query, SamplingParams
+from agents.llm.queries import Backend, Completion, Query, SamplingParams
 from gf2env.combinatorics import rank_support
 from gf2env.errors import RecordFormatError
 from gf2env.records import Record

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.llm.backends import Backend, Completion, Query, SamplingParams
+from agents.llm.queries import Backend, Completion, Query, SamplingParams
 from gf2env.errors import GF2ConfigError
 from gf2env.rules import Failure
 from gf2env.text.answers import extract_answer, strip_reasoning

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("httpx")
 
 
-from agents.llm.backends import SamplingParams  # noqa: E402
+from agents.llm.queries import SamplingParams  # noqa: E402
 from agents.llm.query_log import QueryLog, log_rows, plan_queries, query_key  # noqa: E402
 from gf2env.oracle import TaskConfig  # noqa: E402
 from gf2env.records import generate_record  # noqa: E402
