@@ -24,7 +24,7 @@ from transformers import TrainerCallback
 
 from agents.harness.evaluate import evaluate
 from agents.harness.grid import grid_cells
-from agents.llm.agent import LLMAgent, LLMSpec, answered_entries
+from agents.llm.agent import LLMAgent, LLMSpec
 from agents.llm.queries import SamplingParams
 from agents.llm.query_log import QueryLog
 from agents.llm.transformers_backend import TransformersBackend
@@ -56,7 +56,7 @@ class GammaCallback(TrainerCallback):
         self.curriculum, self.name = curriculum, name
         self.gamma_log = GammaLog(out_dir)
         self.log = QueryLog(self.gamma_log.out_dir / "gamma_queries.jsonl")
-        self.answered = answered_entries(self.log)  # read once; every evaluation's agent adds to it
+        self.answered = self.log.answered()  # read once; every evaluation's agent adds to it
 
     # -------------------------------------------------------------- TrainerCallback hooks
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **_: Any) -> None:

@@ -45,7 +45,7 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class Query:
-    """One request: ``key`` identifies it (see :mod:`agents.llm.query_log`), ``seed`` fixes its sampling.
+    """One request: ``key`` identifies it (see :mod:`agents.llm.planning`), ``seed`` fixes its sampling.
 
     ``messages``, when given, is the whole conversation so far (a multi-turn query, e.g. tool mode);
     otherwise the chat form is the prompt's system + user messages.
