@@ -210,7 +210,11 @@ def format_tool_usage(rows: Sequence[dict[str, Any]]) -> str:
 
 def _ask_all(backend: Backend, queries: Sequence[Query], params: SamplingParams) -> dict[str, Completion]:
     replies: dict[str, Completion] = {}
-    asyncio.run(backend.run(queries, params, lambda c: replies.setdefault(c.key, c)))
+
+    def keep(completion: Completion) -> None:
+        replies.setdefault(completion.key, completion)
+
+    asyncio.run(backend.run(queries, params, keep))
     return replies
 
 

@@ -30,8 +30,9 @@ class TransformersBackend(Backend):
             raise GF2ConfigError(f"batch_size={batch_size} is less than the minimum 1.")
         self.batch_size = batch_size
         self.model = model
-        self.tokenizer = AutoTokenizer.from_pretrained(model)
-        self.lm = AutoModelForCausalLM.from_pretrained(model, dtype=getattr(torch, dtype)).to(device)
+        self.tokenizer: Any = AutoTokenizer.from_pretrained(model)
+        lm: Any = AutoModelForCausalLM.from_pretrained(model, dtype=getattr(torch, dtype))
+        self.lm: Any = lm.to(device)
         self.lm.eval()
         self.device = device
 
