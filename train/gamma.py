@@ -4,8 +4,9 @@ The held-out set is the evaluation harness's own grid (:class:`agents.harness.gr
 seed (``eval_seed``, recorded in every row; training prompts use the run's ``seed``, a different
 key of the record generator, so the held-out records are not the training ones). The policy is
 asked through :class:`agents.llm.agent.LLMAgent` over the live model
-(:meth:`agents.llm.backends.TransformersBackend.from_loaded`), so prompts, scoring and Jeffreys intervals are
-the ones ``gf2 eval`` uses; its queries go to ``gamma_queries.jsonl`` (one model name a step).
+(:meth:`agents.llm.transformers_backend.TransformersBackend.from_loaded`), so prompts, scoring and
+Jeffreys intervals are the ones ``gf2 eval`` uses; its queries go to ``gamma_queries.jsonl`` (one
+model name a step).
 
 Rows go to ``gamma.csv`` (always; :class:`train.gamma_log.GammaLog`): step, the curriculum's active
 depths, and the summary columns of :func:`gf2env.report.results.summarize` per depth. Scalars also
@@ -23,9 +24,10 @@ from transformers import TrainerCallback
 
 from agents.harness.evaluate import evaluate
 from agents.harness.grid import grid_cells
-from agents.llm.agent import LLMAgent, LLMSpec, answered_entries
-from agents.llm.backends import SamplingParams, TransformersBackend
+from agents.llm.agent import LLMAgent, LLMSpec
+from agents.llm.queries import SamplingParams
 from agents.llm.query_log import QueryLog
+from agents.llm.transformers_backend import TransformersBackend
 from gf2env.report.results import summarize
 from train.curriculum import Curriculum
 from train.data import TaskSpec
@@ -54,7 +56,7 @@ class GammaCallback(TrainerCallback):
         self.curriculum, self.name = curriculum, name
         self.gamma_log = GammaLog(out_dir)
         self.log = QueryLog(self.gamma_log.out_dir / "gamma_queries.jsonl")
-        self.answered = answered_entries(self.log)  # read once; every evaluation's agent adds to it
+        self.answered = self.log.answered()  # read once; every evaluation's agent adds to it
 
     # -------------------------------------------------------------- TrainerCallback hooks
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **_: Any) -> None:

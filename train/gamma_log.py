@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.harness.grid import Grid
-from agents.llm.backends import SamplingParams
+from agents.llm.queries import SamplingParams
 from gf2env.errors import GF2ConfigError
 from gf2env.report.schema import SUMMARY, Column
 from gf2env.settings import TaskSettings, check_depths
@@ -49,7 +49,7 @@ class GammaEvalSpec:
     max_tokens: int = 64
     samples: int = 1
     level: float = 0.95
-    batch_size: int = 16  # queries a generate call (see agents.llm.backends.TransformersBackend)
+    batch_size: int = 16  # queries a generate call (see agents.llm.transformers_backend)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "depths", check_depths(self.depths, "gamma.depths"))

@@ -99,7 +99,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def llm_spec(args: argparse.Namespace) -> LLMSpec:
     """The LLM that ``gf2 eval``'s flags describe."""
     from agents.llm.agent import SERVED_BACKENDS, LLMSpec
-    from agents.llm.backends import SamplingParams
+    from agents.llm.queries import SamplingParams
 
     if not args.model:
         raise GF2ConfigError(

@@ -12,9 +12,10 @@ record) and is what a ``gf2 compare`` config lists next to estimator names::
 
 :class:`LLMAgent` (or :class:`VLLMServerPolicy`, the same for OpenAI-compatible servers) has the
 estimators' ``name`` / ``check`` / ``supports`` / ``answer(cell, rng)``, so
-:func:`agents.harness.evaluate.evaluate` runs it on the same cells and writes the same rows. Its queries go
-through the resumable log of :mod:`agents.llm.query_log` (``queries.jsonl`` in the output directory):
-a record's queries already answered there are not asked again. A record's ``gamma`` is the
+:func:`agents.harness.evaluate.evaluate` runs it on the same cells and writes the same rows. It plans
+a cell's queries (:mod:`agents.llm.planning`), asks its backend those not yet answered in the
+resumable log of :mod:`agents.llm.query_log` (``queries.jsonl`` in the output directory), and
+appends each answer there as it comes; :class:`RunStats` counts the run. A record's ``gamma`` is the
 fraction of its samples answered correctly; its ``action`` is the first sample's parsed answer
 (``-1`` when that is not a well-formed term). A record none of whose queries succeeded (after
 retries) has no row; the count is reported, and running again asks those queries again.
@@ -30,8 +31,10 @@ from typing import Any
 import numpy as np
 
 from agents.base import Cell, Estimate
-from agents.llm.backends import APIS, Backend, OpenAICompatibleBackend, SamplingParams
-from agents.llm.query_log import QueryLog, RunStats, entry_action, log_entry, plan_queries
+from agents.llm.openai_server import OpenAICompatibleBackend
+from agents.llm.planning import plan_queries
+from agents.llm.queries import APIS, Backend, SamplingParams
+from agents.llm.query_log import QueryLog, entry_action, log_entry
 from gf2env.errors import GF2ConfigError
 from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS
 
@@ -153,17 +156,34 @@ class LLMSpec:
                 self.base_urls, self.model, self.concurrency, self.timeout, self.retries
             )
         if self.backend == "vllm-offline":
-            from agents.llm.backends import VLLMEngineBackend
+            from agents.llm.vllm_engine import VLLMEngineBackend
 
             return VLLMEngineBackend(self.model, **dict(self.engine_args))
-        from agents.llm.backends import TransformersBackend
+        from agents.llm.transformers_backend import TransformersBackend
 
         return TransformersBackend(self.model)
 
 
-def answered_entries(log: QueryLog) -> dict[str, dict[str, Any]]:
-    """The log's answered entries (``status == "ok"``) by key."""
-    return {line["key"]: line for line in log.lines() if line.get("status") == "ok"}
+@dataclass
+class RunStats:
+    """Throughput of a run: the queries it asked, and how many it found answered already."""
+
+    asked: int = 0
+    ok: int = 0
+    errors: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def report(self) -> str:
+        rate = self.asked / self.seconds if self.seconds else 0.0
+        tokens = (self.prompt_tokens + self.completion_tokens) / self.seconds if self.seconds else 0.0
+        return (
+            f"{self.asked} queries asked ({self.ok} ok, {self.errors} failed), {self.skipped} already done; "
+            f"{self.seconds:.1f} s, {rate:.2f} requests/s, {tokens:.0f} tokens/s "
+            f"({self.prompt_tokens} prompt + {self.completion_tokens} completion)"
+        )
 
 
 def tool_view(planned: Any) -> dict[str, Any]:
@@ -197,7 +217,7 @@ class LLMAgent:
         self._backend = backend
         self.stats = RunStats()
         self.failed = 0  # records with no successful answer, over all cells so far
-        self._answered = answered if answered is not None else answered_entries(log)
+        self._answered = answered if answered is not None else log.answered()
         self.pool = None
         if spec.tools:  # refuse now, before any query, where the sandbox cannot run
             from agents.sandbox import Sandbox, SandboxPool
@@ -295,4 +315,4 @@ class VLLMServerPolicy(LLMAgent):
         super().__init__(LLMSpec(model=model, backend="vllm", base_urls=tuple(base_urls), **spec), log)
 
 
-__all__ = ["LLMAgent", "LLMSpec", "LLM_BACKENDS", "SERVED_BACKENDS", "VLLMServerPolicy", "answered_entries"]
+__all__ = ["LLMAgent", "LLMSpec", "LLM_BACKENDS", "RunStats", "SERVED_BACKENDS", "VLLMServerPolicy"]

@@ -1,90 +1,30 @@
-"""Resumable evaluation of a language model: one JSON line per query, resumed by content hash.
+"""The resumable query log of an evaluation: one JSON line per query, resumed by key.
 
-Each query is a (record, prompt id, sampling settings, model, sample index); its ``key`` is the
-SHA-256 of those (the record's instance, depth and samples included), and its sampling seed is
-derived from the key, so a query means the same thing and draws the same way in every run. Results
-are appended to a JSON Lines log as each completes, one ``os.write`` a line; a run killed at any
-point loses only the queries in flight, and a partial last line (a kill mid-write) is cut off when
-the log is next opened. Resuming skips the keys already answered (``status == "ok"``), never by
-position; failed queries (``status == "error"``) are asked again.
+Results are appended to a JSON Lines log as each completes, one ``os.write`` a line; a run killed
+at any point loses only the queries in flight, and a partial last line (a kill mid-write) is cut off
+when the log is next opened. Resuming skips the keys already answered (``status == "ok"``; a key is
+a query's content hash, :mod:`agents.llm.planning`), never by position; failed queries
+(``status == "error"``) are asked again.
 
-:class:`agents.llm.agent.LLMAgent` asks the queries and writes the log; :func:`log_rows` turns a log
-alone into the tidy results rows of :mod:`gf2env.report.results` (one row a query), so the summary, plots
-and effective-prefix fit are the estimators' own.
+:func:`log_entry` is the line of one answered query (the scorer's verdict included);
+:func:`log_rows` turns a log alone into the tidy results rows of :mod:`gf2env.report.results` (one
+row a query), so the summary, plots and effective-prefix fit are the estimators' own.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.llm.backends import Backend, Completion, Query, SamplingParams
+from agents.llm.planning import Planned
+from agents.llm.queries import Backend, Completion, SamplingParams
 from gf2env.combinatorics import rank_support
 from gf2env.errors import RecordFormatError
-from gf2env.records import Record
 from gf2env.text.answers import score_answer
-from gf2env.text.prompt import render_prompt
-
-
-@dataclass(frozen=True)
-class Planned:
-    """A query and what it is about."""
-
-    query: Query
-    record: Record
-    sample: int
-    source: str
-    sampling: str
-    trial: int
-
-
-def query_key(
-    record: Record,
-    prompt_id: str,
-    params: SamplingParams,
-    model: str,
-    api: str,
-    sample: int,
-    mode: dict[str, Any] | None = None,
-) -> str:
-    """The content hash that identifies a query across runs (``mode``: e.g. tool-mode settings)."""
-    obj = record.to_json()
-    obj.pop("exp", None)
-    content = {"record": obj, "prompt_id": prompt_id, "params": params.to_dict(), "model": model, "api": api,
-               "sample": sample}  # fmt: skip
-    if mode is not None:
-        content["mode"] = mode
-    blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def plan_queries(
-    records: Sequence[tuple[Record, str, str, int]],
-    prompt_id: str,
-    params: SamplingParams,
-    model: str,
-    api: str = "chat",
-    samples: int = 1,
-    mode: dict[str, Any] | None = None,
-) -> list[Planned]:
-    """Queries for ``(record, source, sampling, trial)`` tuples, ``samples`` a record."""
-    out = []
-    for record, source, sampling, trial in records:
-        prompt = render_prompt(
-            prompt_id, record.prefix, record.address, record.payload, record.labels,
-            n=record.n, p=record.p, d=record.d,
-        )  # fmt: skip
-        for s in range(samples):
-            key = query_key(record, prompt_id, params, model, api, s, mode)
-            seed = int(key[:8], 16) & 0x7FFFFFFF
-            out.append(Planned(Query(key, prompt, seed, api), record, s, source, sampling, trial))
-    return out
 
 
 class QueryLog:
@@ -122,6 +62,10 @@ class QueryLog:
     def done(self) -> set[str]:
         """Keys of the queries answered already."""
         return {line["key"] for line in self.lines() if line.get("status") == "ok"}
+
+    def answered(self) -> dict[str, dict[str, Any]]:
+        """The answered entries (``status == "ok"``) by key."""
+        return {line["key"]: line for line in self.lines() if line.get("status") == "ok"}
 
     def append(self, entry: dict[str, Any]) -> None:
         data = (json.dumps(entry, separators=(",", ":")) + "\n").encode()
@@ -170,28 +114,6 @@ def log_entry(
     }  # fmt: skip
 
 
-@dataclass
-class RunStats:
-    """Throughput of a run: the queries it asked, and how many it found answered already."""
-
-    asked: int = 0
-    ok: int = 0
-    errors: int = 0
-    skipped: int = 0
-    seconds: float = 0.0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def report(self) -> str:
-        rate = self.asked / self.seconds if self.seconds else 0.0
-        tokens = (self.prompt_tokens + self.completion_tokens) / self.seconds if self.seconds else 0.0
-        return (
-            f"{self.asked} queries asked ({self.ok} ok, {self.errors} failed), {self.skipped} already done; "
-            f"{self.seconds:.1f} s, {rate:.2f} requests/s, {tokens:.0f} tokens/s "
-            f"({self.prompt_tokens} prompt + {self.completion_tokens} completion)"
-        )
-
-
 def entry_action(entry: dict[str, Any]) -> int:
     """The candidate rank a log entry answered, or ``-1`` when its answer is not a well-formed term."""
     indices = entry["score"]["indices"]
@@ -221,13 +143,4 @@ def log_rows(lines: Sequence[dict[str, Any]], agent: str | None = None) -> list[
     return rows
 
 
-__all__ = [
-    "Planned",
-    "QueryLog",
-    "RunStats",
-    "entry_action",
-    "log_entry",
-    "log_rows",
-    "plan_queries",
-    "query_key",
-]
+__all__ = ["QueryLog", "entry_action", "log_entry", "log_rows"]

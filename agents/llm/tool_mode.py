@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.llm.backends import Backend, Completion, Query, SamplingParams
+from agents.llm.queries import Backend, Completion, Query, SamplingParams
 from gf2env.errors import GF2ConfigError
 from gf2env.rules import Failure
 from gf2env.text.answers import extract_answer, strip_reasoning
@@ -210,7 +210,11 @@ def format_tool_usage(rows: Sequence[dict[str, Any]]) -> str:
 
 def _ask_all(backend: Backend, queries: Sequence[Query], params: SamplingParams) -> dict[str, Completion]:
     replies: dict[str, Completion] = {}
-    asyncio.run(backend.run(queries, params, lambda c: replies.setdefault(c.key, c)))
+
+    def keep(completion: Completion) -> None:
+        replies.setdefault(completion.key, completion)
+
+    asyncio.run(backend.run(queries, params, keep))
     return replies
 
 

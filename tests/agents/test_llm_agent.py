@@ -16,7 +16,7 @@ pytest.importorskip("httpx")
 from agents.harness.compare import CompareConfig, run_compare  # noqa: E402
 from agents.harness.grid import Grid, grid_cells  # noqa: E402
 from agents.llm.agent import LLMAgent, LLMSpec  # noqa: E402
-from agents.llm.backends import SamplingParams  # noqa: E402
+from agents.llm.queries import SamplingParams  # noqa: E402
 from agents.llm.query_log import QueryLog  # noqa: E402
 from gf2env.errors import GF2ConfigError  # noqa: E402
 from gf2env.report.results import read_results_csv  # noqa: E402

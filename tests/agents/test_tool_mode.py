@@ -49,7 +49,7 @@ def test_extract_code(text, code):
 def episode_with(turns):
     rec = generate_record(TaskConfig(p=6, d=3, K=4, n=2), 1, 0, seed=0)
     prompt = render_prompt("paper-v1", rec.prefix, rec.address, rec.payload, rec.labels, n=2, p=6, d=3)
-    from agents.llm.backends import Query
+    from agents.llm.queries import Query
 
     episode = start_episode(Query("k", prompt, 1), record_view(rec))
     for response, code, stdout in turns:

@@ -8,7 +8,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from agents.llm.backends import Completion, Query, SamplingParams, TransformersBackend  # noqa: E402
+from agents.llm.queries import Completion, Query, SamplingParams  # noqa: E402
+from agents.llm.transformers_backend import TransformersBackend  # noqa: E402
 from gf2env.oracle import TaskConfig  # noqa: E402
 from gf2env.records import generate_record  # noqa: E402
 from gf2env.text.prompt import render_prompt  # noqa: E402

@@ -16,8 +16,9 @@ import pytest
 pytest.importorskip("httpx")
 
 
-from agents.llm.backends import SamplingParams  # noqa: E402
-from agents.llm.query_log import QueryLog, log_rows, plan_queries, query_key  # noqa: E402
+from agents.llm.planning import plan_queries, query_key  # noqa: E402
+from agents.llm.queries import SamplingParams  # noqa: E402
+from agents.llm.query_log import QueryLog, log_rows  # noqa: E402
 from gf2env.oracle import TaskConfig  # noqa: E402
 from gf2env.records import generate_record  # noqa: E402
 from gf2env.report.results import read_results_csv  # noqa: E402

@@ -9,7 +9,8 @@ from collections import Counter
 
 import pytest
 
-from agents.llm.backends import Completion, OpenAICompatibleBackend, Query, SamplingParams, request_body
+from agents.llm.openai_server import OpenAICompatibleBackend, request_body
+from agents.llm.queries import Completion, Query, SamplingParams
 from gf2env.text.prompt import Prompt
 
 pytest.importorskip("httpx")

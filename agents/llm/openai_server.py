@@ -1,0 +1,157 @@
+"""OpenAI-compatible servers as a backend (``vllm serve``, ``transformers serve``; needs httpx).
+
+``/v1/chat/completions`` or ``/v1/completions``, async with a bounded number of requests in flight
+per server, queries dealt round-robin over the servers (data-parallel replicas), and retries with
+exponential backoff on connection errors, timeouts, 429/5xx and bodies that are not a completion;
+a retry goes to the next server. What still fails is reported as a completion with ``error`` set,
+never raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from agents.llm.queries import Backend, Callback, Completion, Query, SamplingParams
+from gf2env.errors import GF2ConfigError
+
+
+class BadResponseError(Exception):
+    """A server answered, but not with a usable completion."""
+
+
+def request_body(query: Query, params: SamplingParams, model: str) -> dict[str, Any]:
+    """The JSON body of an OpenAI-compatible request for ``query``."""
+    body: dict[str, Any] = {
+        "model": model,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "max_tokens": params.max_tokens,
+        "seed": query.seed,
+        "n": 1,
+    }
+    if params.stop:
+        body["stop"] = list(params.stop)
+    if query.api == "chat":
+        body["messages"] = query.chat_messages()
+    else:
+        body["prompt"] = query.prompt.completion()
+    return body
+
+
+def parse_response(payload: Any, api: str) -> tuple[str, int | None, int | None, str | None]:
+    """(text, prompt tokens, completion tokens, finish reason) from a response body, or BadResponseError."""
+    try:
+        choice = payload["choices"][0]
+        text = choice["message"]["content"] if api == "chat" else choice["text"]
+        if text is None:
+            text = ""
+        if not isinstance(text, str):
+            raise TypeError(f"text is {type(text).__name__}")
+        usage = payload.get("usage") or {}
+        return text, usage.get("prompt_tokens"), usage.get("completion_tokens"), choice.get("finish_reason")
+    except (KeyError, IndexError, TypeError, AttributeError) as err:
+        raise BadResponseError(f"not a {api} completion ({type(err).__name__}: {err})") from None
+
+
+class OpenAICompatibleBackend(Backend):
+    """Queries to OpenAI-compatible servers (see the module docs).
+
+    Args:
+        base_urls: server roots such as ``http://127.0.0.1:8000`` (``/v1`` is added if missing).
+        model: the served model's name.
+        concurrency: requests in flight per server.
+        timeout: seconds a request may take.
+        max_retries: retries of a failing request (so ``max_retries + 1`` attempts at most).
+        backoff: seconds before the first retry; doubled each time.
+        api_key: sent as a bearer token when given.
+    """
+
+    name = "openai-compatible"
+
+    def __init__(
+        self,
+        base_urls: Sequence[str],
+        model: str,
+        concurrency: int = 8,
+        timeout: float = 600.0,
+        max_retries: int = 4,
+        backoff: float = 1.0,
+        api_key: str | None = None,
+    ) -> None:
+        if not base_urls:
+            raise GF2ConfigError("No server given; pass at least one base URL, e.g. http://127.0.0.1:8000.")
+        if concurrency < 1:
+            raise GF2ConfigError(f"concurrency={concurrency} is less than the minimum 1.")
+        if max_retries < 0:
+            raise GF2ConfigError(f"max_retries={max_retries} is negative; pass 0 or more.")
+        self.base_urls = [self._v1(u) for u in base_urls]
+        self.model = model
+        self.concurrency, self.timeout = concurrency, timeout
+        self.max_retries, self.backoff = max_retries, backoff
+        self.api_key = api_key
+
+    @staticmethod
+    def _v1(url: str) -> str:
+        url = url.rstrip("/")
+        return url if url.endswith("/v1") else f"{url}/v1"
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "model": self.model, "base_urls": self.base_urls}
+
+    async def run(self, queries: Sequence[Query], params: SamplingParams, on_result: Callback) -> None:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        limits = httpx.Limits(max_connections=self.concurrency * len(self.base_urls) + 4)
+        gates = [asyncio.Semaphore(self.concurrency) for _ in self.base_urls]
+        async with httpx.AsyncClient(timeout=self.timeout, headers=headers, limits=limits) as client:
+
+            async def one(i: int, query: Query) -> None:
+                on_result(await self._ask(client, gates, i % len(self.base_urls), query, params))
+
+            await asyncio.gather(*(one(i, q) for i, q in enumerate(queries)))
+
+    async def _ask(
+        self, client: Any, gates: list[asyncio.Semaphore], server: int, query: Query, params: SamplingParams
+    ) -> Completion:
+        import httpx
+
+        body = request_body(query, params, self.model)
+        path = "/chat/completions" if query.api == "chat" else "/completions"
+        errors: list[str] = []
+        for attempt in range(self.max_retries + 1):
+            url = self.base_urls[(server + attempt) % len(self.base_urls)]
+            async with gates[(server + attempt) % len(self.base_urls)]:
+                start = time.perf_counter()
+                try:
+                    response = await client.post(url + path, json=body)
+                    latency = time.perf_counter() - start
+                    if response.status_code == 429 or response.status_code >= 500:
+                        raise BadResponseError(f"HTTP {response.status_code}: {response.text[:200]}")
+                    if response.status_code >= 400:  # the request itself is wrong: retrying won't help
+                        errors.append(f"HTTP {response.status_code}: {response.text[:500]}")
+                        return Completion(
+                            query.key, attempts=attempt + 1, server=url, error=errors[-1], errors=errors
+                        )
+                    try:
+                        payload = response.json()
+                    except json.JSONDecodeError:
+                        raise BadResponseError(f"body is not JSON: {response.text[:200]!r}") from None
+                    text, p_tok, c_tok, finish = parse_response(payload, query.api)
+                    return Completion(
+                        query.key, text, p_tok, c_tok, finish, latency, attempt + 1, url, None, errors
+                    )
+                except (httpx.TransportError, BadResponseError) as err:
+                    errors.append(f"{type(err).__name__}: {err}"[:500])
+            if attempt < self.max_retries:
+                await asyncio.sleep(self.backoff * 2**attempt)
+        return Completion(
+            query.key, attempts=self.max_retries + 1, server=url, error=errors[-1], errors=errors
+        )
+
+
+__all__ = ["BadResponseError", "OpenAICompatibleBackend", "parse_response", "request_body"]

@@ -1,0 +1,77 @@
+"""A record's queries: what each one is about, the content hash that names it, the seed it draws with.
+
+Each query is a (record, prompt id, sampling settings, model, API, sample index, mode); its ``key``
+is the SHA-256 of those (the record's instance, depth and samples included), and its sampling seed
+is derived from the key, so a query means the same thing and draws the same way in every run: this
+is what lets :class:`agents.llm.query_log.QueryLog` resume by key, never by position.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agents.llm.queries import Query, SamplingParams
+from gf2env.records import Record
+from gf2env.text.prompt import render_prompt
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A query and what it is about."""
+
+    query: Query
+    record: Record
+    sample: int
+    source: str
+    sampling: str
+    trial: int
+
+
+def query_key(
+    record: Record,
+    prompt_id: str,
+    params: SamplingParams,
+    model: str,
+    api: str,
+    sample: int,
+    mode: dict[str, Any] | None = None,
+) -> str:
+    """The content hash that identifies a query across runs (``mode``: e.g. tool-mode settings)."""
+    obj = record.to_json()
+    obj.pop("exp", None)
+    content = {"record": obj, "prompt_id": prompt_id, "params": params.to_dict(), "model": model, "api": api,
+               "sample": sample}  # fmt: skip
+    if mode is not None:
+        content["mode"] = mode
+    blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def plan_queries(
+    records: Sequence[tuple[Record, str, str, int]],
+    prompt_id: str,
+    params: SamplingParams,
+    model: str,
+    api: str = "chat",
+    samples: int = 1,
+    mode: dict[str, Any] | None = None,
+) -> list[Planned]:
+    """Queries for ``(record, source, sampling, trial)`` tuples, ``samples`` a record."""
+    out = []
+    for record, source, sampling, trial in records:
+        prompt = render_prompt(
+            prompt_id, record.prefix, record.address, record.payload, record.labels,
+            n=record.n, p=record.p, d=record.d,
+        )  # fmt: skip
+        for s in range(samples):
+            key = query_key(record, prompt_id, params, model, api, s, mode)
+            seed = int(key[:8], 16) & 0x7FFFFFFF
+            out.append(Planned(Query(key, prompt, seed, api), record, s, source, sampling, trial))
+    return out
+
+
+__all__ = ["Planned", "plan_queries", "query_key"]

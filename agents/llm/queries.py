@@ -1,0 +1,96 @@
+"""What every backend shares: text in, text out, for many queries at once.
+
+A backend takes :class:`Query` objects (a rendered prompt, a per-query seed) and the
+:class:`SamplingParams`, and reports one :class:`Completion` per query through a callback as soon
+as it is done, so that a caller can log each result the moment it exists. The backends, one file
+each so that each optional extra stays in its own file:
+
+- :class:`agents.llm.openai_server.OpenAICompatibleBackend`: OpenAI-compatible servers (httpx).
+- :class:`agents.llm.transformers_backend.TransformersBackend`: a local ``transformers`` model.
+- :class:`agents.llm.vllm_engine.VLLMEngineBackend`: an offline ``vllm.LLM`` engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gf2env.errors import GF2ConfigError
+from gf2env.text.prompt import Prompt
+
+APIS = ("chat", "completions")
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling settings sent with every request (and hashed into each query's identity)."""
+
+    temperature: float = 0.6
+    top_p: float = 0.95
+    max_tokens: int = 1024
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise GF2ConfigError(f"temperature={self.temperature} is negative; pass temperature >= 0.")
+        if not 0 < self.top_p <= 1:
+            raise GF2ConfigError(f"top_p={self.top_p} is outside (0, 1]; pass e.g. 0.95.")
+        if self.max_tokens < 1:
+            raise GF2ConfigError(f"max_tokens={self.max_tokens} is less than the minimum 1.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "stop": list(self.stop)}
+
+
+@dataclass(frozen=True)
+class Query:
+    """One request: ``key`` identifies it (see :mod:`agents.llm.planning`), ``seed`` fixes its sampling.
+
+    ``messages``, when given, is the whole conversation so far (a multi-turn query, e.g. tool mode);
+    otherwise the chat form is the prompt's system + user messages.
+    """
+
+    key: str
+    prompt: Prompt
+    seed: int
+    api: str = "chat"
+    messages: tuple[dict[str, str], ...] | None = None
+
+    def chat_messages(self) -> list[dict[str, str]]:
+        return list(self.messages) if self.messages is not None else self.prompt.messages()
+
+
+@dataclass
+class Completion:
+    """What came back for one query (``error`` set, ``text`` empty, when nothing usable did)."""
+
+    key: str
+    text: str = ""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    latency_s: float = 0.0
+    attempts: int = 1
+    server: str | None = None
+    error: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+Callback = Callable[[Completion], None]
+
+
+class Backend:
+    """Base class: ``name`` and ``model`` describe it; :meth:`run` answers queries."""
+
+    name = "backend"
+    model = ""
+
+    async def run(self, queries: Sequence[Query], params: SamplingParams, on_result: Callback) -> None:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "model": self.model}
+
+
+__all__ = ["APIS", "Backend", "Callback", "Completion", "Query", "SamplingParams"]

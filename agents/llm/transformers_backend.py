@@ -1,0 +1,143 @@
+"""A local ``transformers`` causal LM as a backend (CPU works; torch and transformers load lazily)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from agents.llm.queries import Backend, Callback, Completion, Query, SamplingParams
+from gf2env.errors import GF2ConfigError
+
+
+class TransformersBackend(Backend):
+    """A local ``transformers`` causal LM (CPU works).
+
+    With ``batch_size=1`` (the default) queries are answered one at a time, each seeded with its own
+    seed, so an answer is a function of its query. ``batch_size > 1`` generates that many at once
+    (left-padded) for throughput; the batch is seeded with its first query's seed, so a sample then
+    also depends on which queries share its batch.
+    """
+
+    name = "transformers"
+
+    def __init__(self, model: str, device: str = "cpu", dtype: str = "float32", batch_size: int = 1) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if batch_size < 1:
+            raise GF2ConfigError(f"batch_size={batch_size} is less than the minimum 1.")
+        self.batch_size = batch_size
+        self.model = model
+        self.tokenizer: Any = AutoTokenizer.from_pretrained(model)
+        lm: Any = AutoModelForCausalLM.from_pretrained(model, dtype=getattr(torch, dtype))
+        self.lm: Any = lm.to(device)
+        self.lm.eval()
+        self.device = device
+
+    @classmethod
+    def from_loaded(cls, lm: Any, tokenizer: Any, name: str, batch_size: int = 1) -> TransformersBackend:
+        """A backend over a model already in memory (e.g. the policy being trained; left in its mode:
+        the caller puts it in ``eval()`` for generation and back)."""
+        backend = cls.__new__(cls)
+        backend.model, backend.tokenizer, backend.lm = name, tokenizer, lm
+        backend.batch_size = batch_size
+        backend.device = str(next(lm.parameters()).device)
+        return backend
+
+    def generate_one(self, query: Query, params: SamplingParams) -> Completion:
+        import torch
+
+        start = time.perf_counter()
+        if query.api == "chat":
+            ids = self.tokenizer.apply_chat_template(
+                query.chat_messages(), add_generation_prompt=True, return_tensors="pt", return_dict=True
+            )["input_ids"]
+        else:
+            ids = self.tokenizer(query.prompt.completion(), return_tensors="pt")["input_ids"]
+        ids = ids.to(self.device)
+        torch.manual_seed(query.seed)
+        sample = params.temperature > 0
+        with torch.no_grad():
+            out = self.lm.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=params.max_tokens,
+                do_sample=sample,
+                temperature=params.temperature if sample else None,
+                top_p=params.top_p if sample else None,
+                pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+            )
+        new = out[0, ids.shape[1] :]
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        for stop in params.stop:
+            if stop in text:
+                text = text[: text.index(stop)]
+        eos = self.tokenizer.eos_token_id
+        finish = "stop" if len(new) and int(new[-1]) == eos else "length"
+        return Completion(
+            query.key, text, int(ids.shape[1]), int(len(new)), finish, time.perf_counter() - start
+        )
+
+    def generate_batch(self, queries: Sequence[Query], params: SamplingParams) -> list[Completion]:
+        """Answer ``queries`` in one left-padded ``generate`` call, seeded with the first one's seed."""
+        import torch
+
+        start = time.perf_counter()
+        texts = [
+            self.tokenizer.apply_chat_template(q.chat_messages(), add_generation_prompt=True, tokenize=False)
+            if q.api == "chat"
+            else q.prompt.completion()
+            for q in queries
+        ]
+        side, pad = self.tokenizer.padding_side, self.tokenizer.pad_token_id
+        if pad is None:
+            pad = self.tokenizer.eos_token_id
+        self.tokenizer.padding_side = "left"
+        try:
+            enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        finally:
+            self.tokenizer.padding_side = side
+        enc = {k: v.to(self.device) for k, v in enc.items()}
+        torch.manual_seed(queries[0].seed)
+        sample = params.temperature > 0
+        with torch.no_grad():
+            out = self.lm.generate(
+                **enc,
+                max_new_tokens=params.max_tokens,
+                do_sample=sample,
+                temperature=params.temperature if sample else None,
+                top_p=params.top_p if sample else None,
+                pad_token_id=pad,
+            )
+        width = enc["input_ids"].shape[1]
+        latency = (time.perf_counter() - start) / len(queries)
+        eos = self.tokenizer.eos_token_id
+        completions = []
+        for i, query in enumerate(queries):
+            new = out[i, width:].tolist()
+            finish = "length"
+            if eos in new:
+                new, finish = new[: new.index(eos) + 1], "stop"
+            text = self.tokenizer.decode(new, skip_special_tokens=True)
+            for stop in params.stop:
+                if stop in text:
+                    text, finish = text[: text.index(stop)], "stop"
+            prompt_tokens = int(enc["attention_mask"][i].sum())
+            completions.append(Completion(query.key, text, prompt_tokens, len(new), finish, latency))
+        return completions
+
+    async def run(self, queries: Sequence[Query], params: SamplingParams, on_result: Callback) -> None:
+        if self.batch_size == 1:
+            for query in queries:
+                on_result(self.generate_one(query, params))
+                await asyncio.sleep(0)
+            return
+        for i in range(0, len(queries), self.batch_size):
+            for completion in self.generate_batch(queries[i : i + self.batch_size], params):
+                on_result(completion)
+            await asyncio.sleep(0)
+
+
+__all__ = ["TransformersBackend"]
