@@ -81,6 +81,14 @@ def read_yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
     return obj
 
 
+def check_keys(obj: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
+    """Refuse keys of a YAML mapping outside ``allowed``: a misspelt key is an error, never ignored."""
+    allowed = set(allowed)
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise GF2ConfigError(f"{where} has unknown keys {unknown}; the keys are {sorted(allowed)}.")
+
+
 def dataclass_from_mapping(
     cls: Callable[..., T],
     obj: Any,
@@ -99,9 +107,7 @@ def dataclass_from_mapping(
     if not isinstance(obj, Mapping):
         raise GF2ConfigError(f"{where} must be a mapping of keys; got {obj!r}.")
     allowed = set(keys) if keys is not None else {f.name for f in dataclasses.fields(cast(Any, cls))}
-    unknown = sorted(set(obj) - allowed)
-    if unknown:
-        raise GF2ConfigError(f"{where} has unknown keys {unknown}; the keys are {sorted(allowed)}.")
+    check_keys(obj, allowed, where)
     values = {**(defaults or {}), **obj}
     for key, fn in (convert or {}).items():
         if key in values:
@@ -117,4 +123,11 @@ def dataclass_from_mapping(
         raise GF2ConfigError(f"{where}: {err}") from None
 
 
-__all__ = ["PER_DEPTH", "TaskSettings", "check_depths", "dataclass_from_mapping", "read_yaml_mapping"]
+__all__ = [
+    "PER_DEPTH",
+    "TaskSettings",
+    "check_depths",
+    "check_keys",
+    "dataclass_from_mapping",
+    "read_yaml_mapping",
+]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gf2env.errors import GF2ConfigError
-from gf2env.settings import check_depths, dataclass_from_mapping, read_yaml_mapping
+from gf2env.settings import check_depths, check_keys, dataclass_from_mapping, read_yaml_mapping
 from train.curriculum import Curriculum, make_curriculum
 from train.data import TaskSpec
 from train.gamma_log import GammaEvalSpec
@@ -101,9 +101,7 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     """Read a run from YAML; unknown keys are errors. ``overrides`` replace top-level values."""
     path = Path(path)
     obj = read_yaml_mapping(path, "training run (configs/train-*.yaml)")
-    unknown = set(obj) - _SECTIONS
-    if unknown:
-        raise GF2ConfigError(f"{path} has unknown sections {sorted(unknown)}; they are {sorted(_SECTIONS)}.")
+    check_keys(obj, _SECTIONS, str(path))
     if "model" not in obj or not isinstance(obj["model"], dict):
         raise GF2ConfigError(f"{path} lacks model: {{path: <a local model folder>}}.")
     trainer = obj.get("trainer") or {}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gf2env.errors import GF2ConfigError
+from gf2env.settings import check_keys
 
 
 def _check_depths(depths: Sequence[int], what: str) -> tuple[int, ...]:
@@ -126,14 +127,10 @@ def make_curriculum(obj: Mapping[str, Any]) -> Curriculum:
     ``{kind: adaptive, ladder: [0, 1, 3, 7], threshold: 0.5}``."""
     kind = obj.get("kind", "fixed")
     if kind == "fixed":
-        unknown = set(obj) - {"kind", "stages"}
-        if unknown:
-            raise GF2ConfigError(f"curriculum has unknown keys {sorted(unknown)} for kind fixed (stages).")
+        check_keys(obj, {"kind", "stages"}, "curriculum (kind fixed)")
         return FixedCurriculum(stages=[(s, d) for s, d in obj.get("stages", [])])
     if kind == "adaptive":
-        unknown = set(obj) - {"kind", "ladder", "threshold"}
-        if unknown:
-            raise GF2ConfigError(f"curriculum has unknown keys {sorted(unknown)} for kind adaptive.")
+        check_keys(obj, {"kind", "ladder", "threshold"}, "curriculum (kind adaptive)")
         return AdaptiveCurriculum(ladder=obj.get("ladder", ()), threshold=float(obj.get("threshold", 0.5)))
     raise GF2ConfigError(f"curriculum kind={kind!r} is not 'fixed' or 'adaptive'.")
 

@@ -16,10 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from gf2env.errors import GF2ConfigError
 from gf2env.records import Record, generate_record
 from gf2env.settings import TaskSettings
-from gf2env.text.prompt import PROMPT_IDS, render_prompt
+from gf2env.text.prompt import check_prompt_id, render_prompt
 from train.curriculum import Curriculum
 
 
@@ -32,8 +31,7 @@ class TaskSpec(TaskSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.prompt_id not in PROMPT_IDS:
-            raise GF2ConfigError(f"prompt_id={self.prompt_id!r} is unknown; pass one of {PROMPT_IDS}.")
+        check_prompt_id(self.prompt_id)
 
     def record(self, g: int, index: int, seed: int) -> Record:
         return generate_record(self.at_depth(g), g, index, seed)

@@ -30,7 +30,7 @@ from typing import Any
 
 from agents.sb3_agent import SB3_ALGOS
 from gf2env.errors import GF2ConfigError
-from gf2env.settings import TaskSettings, dataclass_from_mapping, read_yaml_mapping
+from gf2env.settings import TaskSettings, check_keys, dataclass_from_mapping, read_yaml_mapping
 from train.gamma_log import GammaEvalSpec, GammaLog
 
 _KEYS = {"env", "num_envs", "algo", *SB3_ALGOS, "total_timesteps", "gamma", "checkpoint_every", "seed",
@@ -80,9 +80,7 @@ def load_sb3_config(path: str | Path, **overrides: Any) -> SB3Config:
     """Read a run from YAML (unknown keys are errors); ``overrides`` (algo, output_dir, ...) win."""
     path = Path(path)
     obj = read_yaml_mapping(path, "SB3 run (configs/sb3-*.yaml)")
-    unknown = set(obj) - _KEYS
-    if unknown:
-        raise GF2ConfigError(f"{path} has unknown keys {sorted(unknown)}; they are {sorted(_KEYS)}.")
+    check_keys(obj, _KEYS, str(path))
     gamma = dataclass_from_mapping(
         GammaEvalSpec, obj.get("gamma"), f"{path}: gamma", convert={"depths": tuple},
         defaults=_GAMMA_DEFAULTS, keys=_GAMMA_KEYS,

@@ -30,7 +30,7 @@ from gf2env.errors import GF2ConfigError
 from gf2env.oracle import TaskConfig
 from gf2env.records import Record, generate_record
 from gf2env.text.answers import score_answer
-from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS, Prompt, render_prompt
+from gf2env.text.prompt import PAPER_PROMPT_ID, Prompt, check_prompt_id, render_prompt
 
 
 def tool_call_instructions(answer_offset: int) -> str:
@@ -72,8 +72,7 @@ class GF2ToolEnvironment:
         sampling: str = "adversarial",
         seed: int | None = None,
     ) -> None:
-        if prompt_id not in PROMPT_IDS:
-            raise GF2ConfigError(f"prompt_id={prompt_id!r} is unknown; pass one of {PROMPT_IDS}.")
+        check_prompt_id(prompt_id)
         if max_tool_calls < 0:
             raise GF2ConfigError(f"max_tool_calls={max_tool_calls} is negative; pass 0 or more.")
         if not depths or min(depths) < 0:

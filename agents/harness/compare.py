@@ -36,7 +36,7 @@ from gf2env.records import read_records
 from gf2env.report.fit import EffectivePrefixFit, fit_agents, write_fits_csv
 from gf2env.report.plots import write_figures
 from gf2env.report.results import format_summary, summarize, write_results_csv, write_summary_csv
-from gf2env.settings import PER_DEPTH, dataclass_from_mapping, read_yaml_mapping
+from gf2env.settings import PER_DEPTH, check_keys, dataclass_from_mapping, read_yaml_mapping
 
 _TOP_KEYS = {"agents", "grid", "records", "out", "level", "plots", "fit", "description"}
 _GRID_TUPLES = {"depths": int, "p": int, "d": int, "K": int, "sampling": str}
@@ -162,9 +162,7 @@ def config_from_mapping(obj: Any, path: Path) -> CompareConfig:
     """A comparison from the mapping of a YAML file (``path`` names it in messages)."""
     if not isinstance(obj, dict):
         raise GF2ConfigError(f"{path} does not hold a mapping of keys (agents, grid, out, ...).")
-    unknown = set(obj) - _TOP_KEYS
-    if unknown:
-        raise GF2ConfigError(f"{path} has unknown keys {sorted(unknown)}; the keys are {sorted(_TOP_KEYS)}.")
+    check_keys(obj, _TOP_KEYS, str(path))
     agents = obj.get("agents", [])
     if not isinstance(agents, list):
         raise GF2ConfigError(f"{path}: agents must be a list, e.g. [A, B, C]; got {agents!r}.")

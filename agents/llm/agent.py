@@ -36,7 +36,8 @@ from agents.llm.planning import plan_queries
 from agents.llm.queries import APIS, Backend, SamplingParams
 from agents.llm.query_log import QueryLog, entry_action, log_entry
 from gf2env.errors import GF2ConfigError
-from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS
+from gf2env.settings import check_keys
+from gf2env.text.prompt import PAPER_PROMPT_ID, check_prompt_id
 
 SERVED_BACKENDS = ("vllm", "openai")  # OpenAI-compatible servers (vllm serve, transformers serve, ...)
 LLM_BACKENDS = (*SERVED_BACKENDS, "vllm-offline", "transformers")
@@ -95,8 +96,7 @@ class LLMSpec:
             raise GF2ConfigError(f"backend {self.backend!r} runs the model here; drop base_url.")
         if self.engine_args and self.backend != "vllm-offline":
             raise GF2ConfigError("engine_args are for backend vllm-offline only; drop them.")
-        if self.prompt_id not in PROMPT_IDS:
-            raise GF2ConfigError(f"prompt={self.prompt_id!r} is unknown; pass one of {PROMPT_IDS}.")
+        check_prompt_id(self.prompt_id, key="prompt")
         if self.api not in APIS:
             raise GF2ConfigError(f"api={self.api!r} is not one of {APIS}.")
         if self.samples < 1:
@@ -129,9 +129,7 @@ class LLMSpec:
         sampling_keys = {f.name for f in fields(SamplingParams)}
         keys = {f.name for f in fields(cls)} - {"sampling", "base_urls", "prompt_id", "engine_args"}
         allowed = keys | sampling_keys | {"base_url", "prompt", "engine_args"}
-        unknown = set(obj) - allowed
-        if unknown:
-            raise GF2ConfigError(f"llm has unknown keys {sorted(unknown)}; the keys are {sorted(allowed)}.")
+        check_keys(obj, allowed, "llm")
         urls = obj.get("base_url", ())
         urls = (urls,) if isinstance(urls, str) else tuple(urls)
         engine_args = obj.get("engine_args", {})

@@ -117,6 +117,13 @@ _RENDERERS = {PAPER_PROMPT_ID: (render_paper_prompt, True), COMPACT_PROMPT_ID: (
 PROMPT_IDS = tuple(_RENDERERS)
 
 
+def check_prompt_id(prompt_id: str, key: str = "prompt_id") -> str:
+    """``prompt_id`` if it names a rendering in :data:`PROMPT_IDS`; ``key`` is how the caller spells it."""
+    if prompt_id not in PROMPT_IDS:
+        raise GF2ConfigError(f"{key}={prompt_id!r} is unknown; pass one of {PROMPT_IDS}.")
+    return prompt_id
+
+
 @dataclass(frozen=True)
 class Prompt:
     """A rendered step: ``text``, its ``prompt_id`` and the ``answer_offset`` of its indices."""
@@ -147,8 +154,6 @@ def render_prompt(
     d: int,
 ) -> Prompt:
     """Render a step with the prompt ``prompt_id`` (one of :data:`PROMPT_IDS`)."""
-    if prompt_id not in _RENDERERS:
-        raise GF2ConfigError(f"prompt_id={prompt_id!r} is unknown; pass one of {PROMPT_IDS}.")
-    render, offset_by_n = _RENDERERS[prompt_id]
+    render, offset_by_n = _RENDERERS[check_prompt_id(prompt_id)]
     text = render(prefix, address, payload, labels, n=n, p=p, d=d)
     return Prompt(prompt_id=prompt_id, text=text, answer_offset=n if offset_by_n else 0)

@@ -21,7 +21,7 @@ from gf2env.combinatorics import rank_support
 from gf2env.env import GF2ReconEnv
 from gf2env.errors import GF2ConfigError, InvalidActionError
 from gf2env.text.answers import score_answer
-from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS, Prompt, render_prompt
+from gf2env.text.prompt import PAPER_PROMPT_ID, Prompt, check_prompt_id, render_prompt
 
 MAX_PROMPT_CHARS = 1_000_000
 PRINTABLE = string.printable  # the prompts' alphabet
@@ -56,8 +56,7 @@ class GF2ReconTextEnv(gym.Wrapper):
             raise GF2ConfigError(
                 "GF2ReconText-v0 does not render (its observation is the text); drop render_mode."
             )
-        if prompt_id not in PROMPT_IDS:
-            raise GF2ConfigError(f"prompt_id={prompt_id!r} is unknown; pass one of {PROMPT_IDS}.")
+        check_prompt_id(prompt_id)
         super().__init__(GF2ReconEnv(**kwargs))
         self.inner: GF2ReconEnv = self.env  # type: ignore[assignment]
         self.config = self.inner.config
