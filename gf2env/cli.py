@@ -24,7 +24,13 @@ from gf2env.errors import GF2ConfigError
 from gf2env.settings import PER_DEPTH
 
 # Each module has ``register(subparsers)``, adding its commands with ``set_defaults(func=...)``.
-COMMAND_MODULES = ("gf2env.datasets", "agents.harness.commands", "gf2env.report.commands", "train.commands")
+COMMAND_MODULES = (
+    "gf2env.datasets",
+    "agents.harness.commands",
+    "agents.models.commands",
+    "gf2env.report.commands",
+    "train.commands",
+)
 
 
 def int_list(text: str) -> tuple[int, ...]:

@@ -36,14 +36,14 @@ from tests.paths import REPO  # noqa: E402
 VLLM_PYTHON_ENV = "GF2_VLLM_PYTHON"
 REQUIRE_VLLM_ENV = "GF2_REQUIRE_VLLM"
 DEFAULT_VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
-# Offline, quiet, no telemetry; 1 GiB of KV cache is about a million tokens of the tiny model.
+# Offline, quiet, no telemetry; 2 GiB of KV cache is about 46,000 tokens of SmolLM2-135M in float32.
 SERVER_ENV = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "HF_HUB_DISABLE_TELEMETRY": "1",
     "VLLM_NO_USAGE_STATS": "1",
     "DO_NOT_TRACK": "1",
-    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_CPU_KVCACHE_SPACE": "2",
     "PYTHONUNBUFFERED": "1",
 }
 
@@ -201,8 +201,8 @@ def start_vllm_server(
     model_dir: str | Path,
     port: int | None = None,
     timeout: float = 240,
-    max_model_len: int = 32768,
-    served_model_name: str = "tiny",
+    max_model_len: int | None = None,
+    served_model_name: str = "served",
     extra_args: Sequence[str] = (),
     log_path: str | Path | None = None,
 ) -> Server:
@@ -210,8 +210,8 @@ def start_vllm_server(
 
     Chunked prefill is off: on CPU, a seeded request whose prefill is split over steps (a prompt
     longer than the 2048-token step budget, or several prompts at once) kills the engine with
-    "CPU Generator does not use offset". Startup takes about a minute on 2 cores; the server's processes
-    hold about 3.3 GB.
+    "CPU Generator does not use offset". ``max_model_len`` defaults to the model's own context (8192 for
+    SmolLM2). Startup takes about a minute on 2 cores; the server's processes hold about 3.3 GB.
     """
     python = vllm_python()
     port = port or free_port()
@@ -221,7 +221,7 @@ def start_vllm_server(
         "--served-model-name", served_model_name,
         "--host", "127.0.0.1",
         "--port", str(port),
-        "--max-model-len", str(max_model_len),
+        *(["--max-model-len", str(max_model_len)] if max_model_len else []),
         "--dtype", "float32",
         "--no-enable-chunked-prefill",
         *extra_args,

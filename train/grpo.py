@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agents.models.catalog import resolve_model
 from gf2env.errors import GF2ConfigError
 from train.config import TrainConfig, config_from_args, run_parser
 from train.gamma import GammaCallback
@@ -51,9 +52,12 @@ def load_policy(config: TrainConfig) -> tuple[Any, Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = Path(config.model.path)
+    path = Path(resolve_model(config.model.path))
     if not path.is_dir():
-        raise GF2ConfigError(f"model.path={path} is not a folder; give a local model (no model hub is used).")
+        raise GF2ConfigError(
+            f"model.path={config.model.path} is not a folder; give a local model folder or a name from "
+            "`gf2 models list` (no model hub is used)."
+        )
     tokenizer = AutoTokenizer.from_pretrained(path)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:

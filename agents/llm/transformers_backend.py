@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agents.llm.queries import Backend, Callback, Completion, Query, SamplingParams
+from agents.models.catalog import resolve_model
 from gf2env.errors import GF2ConfigError
 
 
@@ -30,8 +31,9 @@ class TransformersBackend(Backend):
             raise GF2ConfigError(f"batch_size={batch_size} is less than the minimum 1.")
         self.batch_size = batch_size
         self.model = model
-        self.tokenizer: Any = AutoTokenizer.from_pretrained(model)
-        lm: Any = AutoModelForCausalLM.from_pretrained(model, dtype=getattr(torch, dtype))
+        folder = resolve_model(model)
+        self.tokenizer: Any = AutoTokenizer.from_pretrained(folder)
+        lm: Any = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype))
         self.lm: Any = lm.to(device)
         self.lm.eval()
         self.device = device

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agents.llm.queries import APIS, Backend, Callback, Completion, Query, SamplingParams
+from agents.models.catalog import resolve_model
 from gf2env.errors import GF2ConfigError
 
 
@@ -38,7 +39,7 @@ class VLLMEngineBackend(Backend):
             raise GF2ConfigError(f"chunk={chunk} is less than the minimum 1.")
         self.model, self.chunk = model, chunk
         self._vllm = vllm
-        self.llm = vllm.LLM(model=model, **engine_args)
+        self.llm = vllm.LLM(model=resolve_model(model), **engine_args)
 
     def sampling(self, query: Query, params: SamplingParams) -> Any:
         return self._vllm.SamplingParams(

@@ -1,6 +1,7 @@
-"""Real servers on the tiny offline model: vLLM on CPU and ``transformers serve``, spoken to over plain HTTP.
+"""Real servers on a real pretrained model: vLLM on CPU and ``transformers serve`` with SmolLM2-135M-Instruct
+(fetched by ``make models``), spoken to over plain HTTP.
 
-Each test builds the model, starts its server, sends raw ``/v1/chat/completions`` and
+Each test starts its server, sends raw ``/v1/chat/completions`` and
 ``/v1/completions`` requests with urllib (none of our own client code), and checks that stopping the
 server leaves no process of its group behind. vLLM needs ``.venv-vllm`` (``make .venv-vllm/.ready``):
 without it the vLLM test skips, or fails where ``GF2_REQUIRE_VLLM`` is set.
@@ -19,8 +20,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
+from agents.llm.tool_mode import TOOL_USE_CLASSES  # noqa: E402
 from tests.servers import group_alive, start_transformers_server, vllm_or_skip  # noqa: E402
-from train.tiny_lm import build_tiny_model  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -40,24 +41,37 @@ def check_usage(answer: dict[str, Any], prompt_tokens: int | None = None) -> Non
         assert usage["prompt_tokens"] == prompt_tokens
 
 
-CHAT = {"messages": [{"role": "user", "content": "hello"}], "temperature": 1.0, "seed": 1, "max_tokens": 16}
-# <|im_start|> user \n hello <|im_end|> \n <|im_start|> assistant \n: a token a character or marker.
-CHAT_PROMPT_TOKENS = 1 + 4 + 1 + 5 + 1 + 1 + 1 + 9 + 1
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+CHAT = {"messages": QUESTION, "temperature": 1.0, "seed": 1, "max_tokens": 16}
 
 
-def test_vllm_server_answers_chat_and_completions_then_stops(tmp_path):
-    model_dir = build_tiny_model(tmp_path / "tiny")
-    with vllm_or_skip(model_dir, log_path=tmp_path / "vllm.log") as server:
+def count_tokens(model_dir: str, text: str | None = None) -> int:
+    """Prompt tokens of ``text`` (completions API), or of the chat ``QUESTION`` with its template."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    if text is None:
+        return len(
+            tokenizer.apply_chat_template(QUESTION, add_generation_prompt=True, return_dict=True)["input_ids"]
+        )
+    return len(tokenizer(text)["input_ids"])
+
+
+def test_vllm_server_answers_chat_and_completions_then_stops(tmp_path, smollm2):
+    with vllm_or_skip(smollm2, log_path=tmp_path / "vllm.log") as server:
         status, chat = post(server.base_url + "/v1/chat/completions", {"model": server.model, "n": 2, **CHAT})
         assert status == 200 and len(chat["choices"]) == 2
         assert all(isinstance(c["message"]["content"], str) for c in chat["choices"])
-        check_usage(chat, CHAT_PROMPT_TOKENS)
+        check_usage(chat, count_tokens(smollm2))
         assert chat["usage"]["completion_tokens"] <= 2 * 16
+        greedy = {**CHAT, "temperature": 0.0, "max_tokens": 12}
+        status, answer = post(server.base_url + "/v1/chat/completions", {"model": server.model, **greedy})
+        assert "Paris" in answer["choices"][0]["message"]["content"]  # a model that reads
 
         body = {"model": server.model, "prompt": "abc", "temperature": 1.0, "seed": 1, "max_tokens": 16}
         status, plain = post(server.base_url + "/v1/completions", {**body, "logprobs": 1})
         assert status == 200 and len(plain["choices"]) == 1
-        check_usage(plain, 3)
+        check_usage(plain, count_tokens(smollm2, "abc"))
         assert len(plain["choices"][0]["logprobs"]["tokens"]) == plain["usage"]["completion_tokens"]
         again = post(server.base_url + "/v1/completions", body)[1]
         assert again["choices"][0]["text"] == plain["choices"][0]["text"]  # the seed fixes the sample
@@ -66,7 +80,7 @@ def test_vllm_server_answers_chat_and_completions_then_stops(tmp_path):
         # engine dies on it ("CPU Generator does not use offset").
         status, long = post(server.base_url + "/v1/completions", {**body, "prompt": "01 " * 1500, "n": 2})
         assert status == 200 and len(long["choices"]) == 2
-        check_usage(long, 4500)
+        check_usage(long, count_tokens(smollm2, "01 " * 1500))
 
         # gf2 eval end to end against this server: the paper's prompt, 2 depths x 4 records, twice
         # (the second run resumes and asks nothing).
@@ -79,12 +93,12 @@ def test_vllm_server_answers_chat_and_completions_then_stops(tmp_path):
         print(run.stdout)  # requests/s and tokens/s, for the record
         lines = [json.loads(x) for x in (out / "queries.jsonl").read_text().splitlines()]
         assert len(lines) == 8 and all(x["status"] == "ok" and x["prompt_tokens"] > 1000 for x in lines)
-        assert len({x["key"] for x in lines}) == 8 and all(x["score"]["failure"] for x in lines)
+        assert len({x["key"] for x in lines}) == 8
         again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         assert again.returncode == 0 and "0 queries asked" in again.stdout
 
-        # Tool mode against the same server (sandboxed; the untrained model writes no code, so every
-        # episode ends after one turn as no_tool: the plumbing, not the skill, is what this checks).
+        # Tool mode against the same server, sandboxed: whatever the model writes (code or not), every
+        # episode ends with a tool-usage class and turns that alternate model / sandbox.
         tools = [*cmd[: cmd.index("--out")], "--tools", "--max-revisions", "2",
                  "--out", str(tmp_path / "tools"), "--quiet", "--no-plots"]  # fmt: skip
         run = subprocess.run(tools, capture_output=True, text=True, timeout=300)
@@ -92,7 +106,8 @@ def test_vllm_server_answers_chat_and_completions_then_stops(tmp_path):
         lines = [json.loads(x) for x in (tmp_path / "tools" / "queries.jsonl").read_text().splitlines()]
         assert len(lines) == 8 and all(x["status"] == "ok" for x in lines)
         assert all(x["tool_prompt_id"] == "tools-v1" for x in lines)
-        assert all(x["tool_use"] == "no_tool" and len(x["turns"]) == 1 for x in lines)
+        assert all(x["tool_use"] in TOOL_USE_CLASSES and len(x["turns"]) >= 1 for x in lines)
+        assert all(c in run.stdout for c in TOOL_USE_CLASSES)  # the tool-usage table
         pid = server.pid
     assert not group_alive(pid)
 
@@ -101,19 +116,18 @@ def test_vllm_server_answers_chat_and_completions_then_stops(tmp_path):
     importlib.util.find_spec("uvicorn") is None or importlib.util.find_spec("fastapi") is None,
     reason="transformers serve needs transformers[serving]",
 )
-def test_transformers_server_answers_chat_and_completions_then_stops(tmp_path):
-    model_dir = build_tiny_model(tmp_path / "tiny")
-    with start_transformers_server(model_dir, log_path=tmp_path / "serve.log") as server:
+def test_transformers_server_answers_chat_and_completions_then_stops(tmp_path, smollm2):
+    with start_transformers_server(smollm2, log_path=tmp_path / "serve.log") as server:
         # It ignores n and logprobs: one choice, whatever is asked.
         status, chat = post(server.base_url + "/v1/chat/completions", {"model": server.model, "n": 2, **CHAT})
         assert status == 200 and len(chat["choices"]) == 1
         assert isinstance(chat["choices"][0]["message"]["content"], str)
-        check_usage(chat, CHAT_PROMPT_TOKENS)
+        check_usage(chat, count_tokens(smollm2))
 
         body = {"model": server.model, "prompt": "abc", "temperature": 1.0, "seed": 1, "max_tokens": 16}
         status, plain = post(server.base_url + "/v1/completions", body)
         assert status == 200 and len(plain["choices"]) == 1
-        check_usage(plain, 3)
+        check_usage(plain, count_tokens(smollm2, "abc"))
         again = post(server.base_url + "/v1/completions", body)[1]
         assert again["choices"][0]["text"] == plain["choices"][0]["text"]  # the seed fixes the sample
         pid = server.pid
