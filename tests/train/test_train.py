@@ -1,4 +1,9 @@
-"""TRL loops on CPU with the tiny offline model: GRPO with the γ_g callback, resume, SFT, rewards."""
+"""TRL loops on CPU: GRPO with the γ_g callback, resume, SFT, LoRA, tool mode, rewards.
+
+The loops that users run on a real model run here on one: SmolLM2-135M-Instruct (``make models``)
+for LoRA GRPO, SFT and tool-mode GRPO. The GRPO step/resume bookkeeping test keeps the 1.3 MB random
+tiny model: it takes several runs of the trainer, and only counts steps, rows and checkpoints.
+"""
 
 from __future__ import annotations
 
@@ -128,7 +133,9 @@ def test_grpo_three_steps_write_gamma_rows_and_resume_continues(tiny, tmp_path):
 
 
 @pytest.mark.slow
-def test_sft_on_teacher_traces_lowers_the_loss(tiny, tmp_path):
+def test_sft_with_lora_on_teacher_traces_lowers_the_loss(smollm2, tmp_path):
+    import dataclasses
+
     from train.config import load_train_config
     from train.sft import build_trainer, teacher_rows
 
@@ -141,8 +148,9 @@ def test_sft_on_teacher_traces_lowers_the_loss(tiny, tmp_path):
     tool_rows = teacher_rows(TaskSpec(p=6, d=3, K=8), (1,), 2, seed=0, tools=True)
     assert tool_rows[0]["completion"][0]["content"].startswith("```python\n")
     config = load_train_config(
-        ROOT / "configs" / "train-sft-smoke.yaml", model_path=str(tiny), output_dir=tmp_path
+        ROOT / "configs" / "train-sft-smoke.yaml", model_path=smollm2, output_dir=tmp_path
     )
+    config.model = dataclasses.replace(config.model, lora={"r": 8, "lora_alpha": 16})
     config.trainer["max_steps"] = 8
     trainer = build_trainer(config)
     trainer.train()
@@ -152,15 +160,18 @@ def test_sft_on_teacher_traces_lowers_the_loss(tiny, tmp_path):
 
 
 @pytest.mark.slow
-def test_tool_mode_grpo_runs_with_the_sandbox_environment(tmp_path):
+def test_tool_mode_grpo_runs_with_the_sandbox_environment(tmp_path, smollm2):
     from agents.sandbox import detect_isolation
 
     if not detect_isolation().get("bwrap"):
         pytest.skip("bubblewrap cannot run here (apt-get install -y bubblewrap)")
+    import shutil
+
     from transformers import AutoTokenizer
     from trl.chat_template_utils import qwen3_chat_template
 
-    model = build_tiny_model(tmp_path / "tiny-tools")
+    model = tmp_path / "smollm2-tools"
+    shutil.copytree(smollm2, model)
     tokenizer = AutoTokenizer.from_pretrained(model)
     tokenizer.chat_template = qwen3_chat_template  # a template TRL knows how to parse tool calls from
     tokenizer.save_pretrained(model)
@@ -194,7 +205,7 @@ def test_every_training_preset_loads_and_names_real_trl_options():
 
 
 @pytest.mark.slow
-def test_grpo_with_lora_trains_only_the_adapter(tiny, tmp_path):
+def test_grpo_with_lora_trains_only_the_adapter(smollm2, tmp_path):
     config = tmp_path / "lora.yaml"
     lora = "model: {path: results/tiny-lm, lora: {r: 4, lora_alpha: 8}}"
     config.write_text(
@@ -202,7 +213,7 @@ def test_grpo_with_lora_trains_only_the_adapter(tiny, tmp_path):
         .replace("model: {path: results/tiny-lm}", lora)
         .replace("max_steps: 3", "max_steps: 2")
     )
-    train("grpo", "--config", str(config), "--model-path", str(tiny), "--output-dir", str(tmp_path / "out"))
+    train("grpo", "--config", str(config), "--model-path", smollm2, "--output-dir", str(tmp_path / "out"))
     saved = tmp_path / "out" / "final"
     assert (saved / "adapter_config.json").exists() and (saved / "adapter_model.safetensors").exists()
     assert json.loads((saved / "adapter_config.json").read_text())["r"] == 4
