@@ -115,7 +115,7 @@ def llm_spec(args: argparse.Namespace) -> LLMSpec:
     return LLMSpec(
         model=args.model, backend=args.agent, base_urls=tuple(args.base_url or ()), name=args.label,
         prompt_id=args.prompt, api=args.api, samples=args.samples,
-        sampling=SamplingParams(args.temperature, args.top_p, args.max_tokens),
+        sampling=SamplingParams(args.temperature, args.top_p, args.max_tokens, tuple(args.stop or ())),
         concurrency=args.concurrency, timeout=args.timeout, retries=args.retries,
         engine_args=tuple(sorted(engine_args.items())),
         tools=args.tools, max_revisions=args.max_revisions, isolation=args.sandbox,
@@ -201,6 +201,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--temperature", type=float, default=0.6)
     ev.add_argument("--top-p", type=float, default=0.95)
     ev.add_argument("--max-tokens", type=int, default=1024)
+    ev.add_argument(
+        "--stop", action="append", metavar="S",
+        help="stop string: a completion ends where it first appears (repeatable; part of a query's key)",
+    )  # fmt: skip
     ev.add_argument("--concurrency", type=int, default=8, help="requests in flight per server")
     ev.add_argument("--timeout", type=float, default=600.0)
     ev.add_argument("--retries", type=int, default=4)

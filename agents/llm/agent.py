@@ -164,7 +164,8 @@ class LLMSpec:
 
 @dataclass
 class RunStats:
-    """Throughput of a run: the queries it asked, and how many it found answered already."""
+    """Throughput of a run: the queries it asked, how many it found answered already, and the tokens
+    the backend reported (prompt and completion apart: prefill and decoding run at very different rates)."""
 
     asked: int = 0
     ok: int = 0
@@ -175,12 +176,17 @@ class RunStats:
     completion_tokens: int = 0
 
     def report(self) -> str:
-        rate = self.asked / self.seconds if self.seconds else 0.0
-        tokens = (self.prompt_tokens + self.completion_tokens) / self.seconds if self.seconds else 0.0
+        """One line: queries, requests/s, and prompt and completion tokens, each with its rate."""
+
+        def rate(count: float) -> float:
+            return count / self.seconds if self.seconds else 0.0
+
+        prompt, completion = self.prompt_tokens, self.completion_tokens
         return (
             f"{self.asked} queries asked ({self.ok} ok, {self.errors} failed), {self.skipped} already done; "
-            f"{self.seconds:.1f} s, {rate:.2f} requests/s, {tokens:.0f} tokens/s "
-            f"({self.prompt_tokens} prompt + {self.completion_tokens} completion)"
+            f"{self.seconds:.1f} s, {rate(self.asked):.2f} requests/s; prompt tokens {prompt} "
+            f"({rate(prompt):.0f}/s), completion tokens {completion} ({rate(completion):.0f}/s), "
+            f"total {prompt + completion} ({rate(prompt + completion):.0f}/s)"
         )
 
 

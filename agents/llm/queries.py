@@ -24,7 +24,11 @@ APIS = ("chat", "completions")
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """Sampling settings sent with every request (and hashed into each query's identity)."""
+    """Sampling settings sent with every request (and hashed into each query's identity).
+
+    ``stop``: strings that end a completion where they first appear (the string itself left out),
+    as the server, the vLLM engine or ``transformers``' ``generate`` applies them.
+    """
 
     temperature: float = 0.6
     top_p: float = 0.95
@@ -38,6 +42,10 @@ class SamplingParams:
             raise GF2ConfigError(f"top_p={self.top_p} is outside (0, 1]; pass e.g. 0.95.")
         if self.max_tokens < 1:
             raise GF2ConfigError(f"max_tokens={self.max_tokens} is less than the minimum 1.")
+        if isinstance(self.stop, str) or not all(isinstance(s, str) and s for s in self.stop):
+            raise GF2ConfigError(
+                f"stop={self.stop!r} is not a list of non-empty strings; pass e.g. stop=('</answer>',)."
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "stop": list(self.stop)}

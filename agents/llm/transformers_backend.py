@@ -60,27 +60,33 @@ class TransformersBackend(Backend):
             ids = self.tokenizer(query.prompt.completion(), return_tensors="pt")["input_ids"]
         ids = ids.to(self.device)
         torch.manual_seed(query.seed)
-        sample = params.temperature > 0
         with torch.no_grad():
             out = self.lm.generate(
                 ids,
                 attention_mask=torch.ones_like(ids),
-                max_new_tokens=params.max_tokens,
-                do_sample=sample,
-                temperature=params.temperature if sample else None,
-                top_p=params.top_p if sample else None,
                 pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+                **self.generate_kwargs(params),
             )
         new = out[0, ids.shape[1] :]
-        text = self.tokenizer.decode(new, skip_special_tokens=True)
-        for stop in params.stop:
-            if stop in text:
-                text = text[: text.index(stop)]
         eos = self.tokenizer.eos_token_id
-        finish = "stop" if len(new) and int(new[-1]) == eos else "length"
+        text, stopped = cut_at_stop(self.tokenizer.decode(new, skip_special_tokens=True), params.stop)
+        finish = "stop" if stopped or (len(new) and int(new[-1]) == eos) else "length"
         return Completion(
             query.key, text, int(ids.shape[1]), int(len(new)), finish, time.perf_counter() - start
         )
+
+    def generate_kwargs(self, params: SamplingParams) -> dict[str, Any]:
+        """``generate``'s sampling arguments; stop strings end generation (``stop_strings``)."""
+        sample = params.temperature > 0
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": params.max_tokens,
+            "do_sample": sample,
+            "temperature": params.temperature if sample else None,
+            "top_p": params.top_p if sample else None,
+        }
+        if params.stop:
+            kwargs.update(stop_strings=list(params.stop), tokenizer=self.tokenizer)
+        return kwargs
 
     def generate_batch(self, queries: Sequence[Query], params: SamplingParams) -> list[Completion]:
         """Answer ``queries`` in one left-padded ``generate`` call, seeded with the first one's seed."""
@@ -103,16 +109,8 @@ class TransformersBackend(Backend):
             self.tokenizer.padding_side = side
         enc = {k: v.to(self.device) for k, v in enc.items()}
         torch.manual_seed(queries[0].seed)
-        sample = params.temperature > 0
         with torch.no_grad():
-            out = self.lm.generate(
-                **enc,
-                max_new_tokens=params.max_tokens,
-                do_sample=sample,
-                temperature=params.temperature if sample else None,
-                top_p=params.top_p if sample else None,
-                pad_token_id=pad,
-            )
+            out = self.lm.generate(**enc, pad_token_id=pad, **self.generate_kwargs(params))
         width = enc["input_ids"].shape[1]
         latency = (time.perf_counter() - start) / len(queries)
         eos = self.tokenizer.eos_token_id
@@ -122,10 +120,10 @@ class TransformersBackend(Backend):
             finish = "length"
             if eos in new:
                 new, finish = new[: new.index(eos) + 1], "stop"
-            text = self.tokenizer.decode(new, skip_special_tokens=True)
-            for stop in params.stop:
-                if stop in text:
-                    text, finish = text[: text.index(stop)], "stop"
+            while new and pad != eos and new[-1] == pad:  # a row stopped early, padded to the longest
+                new.pop()
+            text, stopped = cut_at_stop(self.tokenizer.decode(new, skip_special_tokens=True), params.stop)
+            finish = "stop" if stopped else finish
             prompt_tokens = int(enc["attention_mask"][i].sum())
             completions.append(Completion(query.key, text, prompt_tokens, len(new), finish, latency))
         return completions
@@ -142,4 +140,10 @@ class TransformersBackend(Backend):
             await asyncio.sleep(0)
 
 
-__all__ = ["TransformersBackend"]
+def cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
+    """``text`` up to the first stop string in it (left out, as servers do), and whether one was."""
+    at = min((text.index(s) for s in stops if s in text), default=None)
+    return (text, False) if at is None else (text[:at], True)
+
+
+__all__ = ["TransformersBackend", "cut_at_stop"]

@@ -59,6 +59,10 @@ def test_sigkill_mid_run_then_resume_answers_every_query_once(server, tmp_path):
     done = subprocess.run(gf2_eval(f"{server.url}/ok", out), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert f"{40 - first} queries asked" in done.stdout and f"{first} already done" in done.stdout
+    # The server reports 11 prompt and 7 completion tokens a query: counted apart, each with its rate.
+    asked = 40 - first
+    assert f"prompt tokens {11 * asked} (" in done.stdout
+    assert f"completion tokens {7 * asked} (" in done.stdout and f"total {18 * asked} (" in done.stdout
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(lines) == 40 and all(c == 1 for c in Counter(line["key"] for line in lines).values())
     assert all(line["status"] == "ok" and line["prompt_tokens"] == 11 for line in lines)

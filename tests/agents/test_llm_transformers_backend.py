@@ -86,3 +86,22 @@ def test_gf2_eval_runs_estimators_like_compare(tmp_path):
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "results.csv").read_text().count("\n") == 1 + 2 * 2 * 5
+
+
+def test_a_stop_string_ends_generation_where_it_first_appears(backend):
+    rec = generate_record(TaskConfig(n=2, K=3), 0, 0, seed=1)
+    prompt = render_prompt("paper-v1", rec.prefix, rec.address, rec.payload, rec.labels, n=2, p=12, d=4)
+    queries = [Query("a", prompt, 7), Query("b", prompt, 7)]
+    for batch_size in (1, 2):  # a batch samples its own stream: compare like with like
+        backend.batch_size = batch_size
+        try:
+            free = answers(backend, queries, SamplingParams(temperature=1.0, max_tokens=24))["a"]
+            stop = free.text[4:6]  # two characters the free sample holds: the stopped one ends before them
+            at = free.text.index(stop)
+            params = SamplingParams(temperature=1.0, max_tokens=24, stop=(stop, "never-there"))
+            out = answers(backend, queries, params)["a"]
+        finally:
+            backend.batch_size = 1
+        assert out.text == free.text[:at] and out.finish_reason == "stop", (batch_size, out, free)
+        if batch_size == 1:  # generation stopped, not just the text cut (a batch runs to its longest row)
+            assert out.completion_tokens < free.completion_tokens
