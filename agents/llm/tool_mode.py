@@ -4,11 +4,12 @@ A tool episode for one query (instructions ``tools-v1``):
 
 1. The model gets the step's prompt, with the tool instructions added to the system message.
 2. If its reply holds a fenced code block (```python, ```py or a bare ```), the last such block
-   outside any reasoning block runs in :class:`agents.sandbox.Sandbox` on the record's public view
-   (:func:`agents.sandbox.record_view`: the prefix, the samples as ints and bit strings, n, p, d, g,
-   K and ``answer_offset``; never the answer). Its stdout, stderr and exit status go back to the
-   model as the next user turn, and the model may revise, up to ``max_revisions`` times (the
-   paper's budget is 10), so an episode has at most ``max_revisions + 1`` code runs.
+   outside any reasoning block, dedented as a whole, runs in :class:`agents.sandbox.Sandbox` on the
+   record's public view (:func:`agents.sandbox.record_view`: the prefix, the samples as ints and bit
+   strings, n, p, d, g, K and ``answer_offset``; never the answer). Its stdout, stderr and exit
+   status go back to the model as the next user turn, and the model may revise, up to
+   ``max_revisions`` times (the paper's budget is 10), so an episode has at most
+   ``max_revisions + 1`` code runs.
 3. The episode ends at the first reply without code, or when the budget is spent.
 
 **The final answer** (graded by :func:`gf2env.text.answers.score_answer`, the text scorer):
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,10 +62,14 @@ def tool_instructions(answer_offset: int) -> str:
 
 
 def extract_code(text: str) -> str | None:
-    """The last fenced code block outside reasoning blocks, or ``None``."""
+    """The last fenced code block outside reasoning blocks, dedented as a whole, or ``None``.
+
+    Models indent a block that sits in a list item or under prose; its common leading whitespace is
+    removed (:func:`textwrap.dedent`) so that it does not fail with ``IndentationError``.
+    """
     visible, _ = strip_reasoning(text)
     blocks = _CODE_BLOCK.findall(visible)
-    return blocks[-1] if blocks else None
+    return textwrap.dedent(blocks[-1]) if blocks else None
 
 
 def has_answer(text: str) -> bool:

@@ -40,10 +40,25 @@ if not detect_isolation().get("bwrap"):
         ("<think>```python\nprint('draft')\n```</think>no code now", None),  # reasoning never runs
         ("The answer is \\boxed{[13, 14, 16]}", None),
         ("```json\n{}\n```", None),  # not Python
+        # a block indented as a whole (a list item, prose): dedented, inner indentation kept
+        (
+            "1. Run:\n   ```python\n   for i in range(2):\n       print(i)\n   ```",
+            "for i in range(2):\n    print(i)\n",
+        ),
+        ("```python\n    x = 1\n    print(x)\n```", "x = 1\nprint(x)\n"),
+        ("```python\n\tprint(1)\n\n\tprint(2)\n```", "print(1)\n\nprint(2)\n"),
     ],
 )
 def test_extract_code(text, code):
     assert extract_code(text) == code
+
+
+def test_an_indented_block_runs_in_the_sandbox():
+    reply = "Here:\n    ```python\n    total = sum(s['y'] for s in samples)\n    print(total, K)\n    ```"
+    rec = generate_record(TaskConfig(p=6, d=3, K=4, n=2), 1, 0, seed=0)
+    result = Sandbox().run(extract_code(reply), record_view(rec))
+    assert result.ok and "IndentationError" not in result.stderr, result.stderr
+    assert result.stdout.split() == [str(int(rec.labels.sum())), "4"]
 
 
 def episode_with(turns):
