@@ -5,8 +5,10 @@ The server speaks the chat and completions APIs; the first path segment picks it
 attempt unless the mode ends in ``-always``. ``solver`` plays a model in tool mode: its first reply
 is ``train.tool_solvers.DILIGENT_SOLVER`` in a fenced block, and once it has seen the code's
 output it replies with the last boxed answer of that output (after an error, it sends the solver).
-``solver-buggy`` starts with code that fails. ``tests/conftest.py`` serves it as the ``server``
-fixture.
+``solver-buggy`` starts with code that fails; ``solver-cut`` starts with a reply cut off by
+``max_tokens`` inside its code block (finish reason ``length``); ``solver-bare`` answers with the
+bare list until it is asked for the box; ``truncating`` is always cut off inside its code block.
+``tests/conftest.py`` serves it as the ``server`` fixture.
 """
 
 from __future__ import annotations
@@ -23,13 +25,26 @@ from train.tool_solvers import DILIGENT_SOLVER
 SOLVER = DILIGENT_SOLVER
 
 
-def solver_reply(messages: list[dict], buggy: bool) -> str:
-    """The scripted tool-mode model: code first, then the answer its code printed."""
+_BOX = re.compile(r"\\boxed\{(\[[0-9, ]+\])\}")
+_CUT = f"Let me decode it.\n```python\n{SOLVER[: len(SOLVER) // 2]}"  # stopped by max_tokens mid-block
+
+
+def solver_reply(messages: list[dict], mode: str) -> tuple[str, str]:
+    """The scripted tool-mode model: code first, then the answer its code printed; with the finish reason."""
     solver = f"<think>I will decode it with code.</think>\n```python\n{SOLVER}```"
+    if mode == "truncating" or (mode == "solver-cut" and len(messages) <= 2):
+        return _CUT, "length"
     if len(messages) <= 2:
-        return "Let me try.\n```python\nprint(undefined_name)\n```" if buggy else solver
-    boxes = re.findall(r"\\boxed\{\[[0-9, ]+\]\}", messages[-1]["content"])  # what the code printed
-    return f"The code found it: {boxes[-1]}" if boxes else solver
+        return (
+            "Let me try.\n```python\nprint(undefined_name)\n```" if mode == "solver-buggy" else solver
+        ), "stop"
+    printed = _BOX.findall(messages[-1]["content"])  # what the code printed
+    if mode == "solver-bare" and messages[-1]["content"].startswith("Your reply has no code"):
+        printed = _BOX.findall(messages[-3]["content"])  # asked for the box: box what the code printed
+        return f"Sorry: \\boxed{{{printed[-1]}}}", "stop"
+    if printed and mode == "solver-bare":
+        return f"The code found it: {printed[-1]}", "stop"
+    return (f"The code found it: \\boxed{{{printed[-1]}}}" if printed else solver), "stop"
 
 
 class FaultServer(ThreadingHTTPServer):
@@ -77,15 +92,15 @@ class Handler(BaseHTTPRequestHandler):
                 return self._send(200, b"<html>not json")
             if base == "bad400":
                 return self._send(400, b'{"error": "bad request"}')
-            text = f"answer \\boxed{{[{body['seed'] % 7}, 8, 9]}}"
-            if base in ("solver", "solver-buggy"):
-                text = solver_reply(body["messages"], buggy=base == "solver-buggy")
+            text, finish = f"answer \\boxed{{[{body['seed'] % 7}, 8, 9]}}", "stop"
+            if base in ("solver", "solver-buggy", "solver-cut", "solver-bare", "truncating"):
+                text, finish = solver_reply(body["messages"], base)
             choice = (
                 {"message": {"role": "assistant", "content": text}} if "messages" in body else {"text": text}
             )
             usage = {"prompt_tokens": 11, "completion_tokens": 7}
             self._send(
-                200, json.dumps({"choices": [{**choice, "finish_reason": "stop"}], "usage": usage}).encode()
+                200, json.dumps({"choices": [{**choice, "finish_reason": finish}], "usage": usage}).encode()
             )
 
     def _send(self, status: int, payload: bytes) -> None:

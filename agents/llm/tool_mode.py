@@ -1,15 +1,24 @@
 """Tool mode: the model writes Python, the sandbox runs it on the record, the output comes back.
 
-A tool episode for one query (instructions ``tools-v1``):
+A tool episode for one query (instructions ``tools-v2``):
 
-1. The model gets the step's prompt, with the tool instructions added to the system message.
+1. The model gets the step's prompt, with the tool instructions added to the system message: the
+   globals the sandbox provides with an example of their use, and the answer's form with an
+   example that cannot be an answer (:func:`gf2env.text.prompt.answer_placeholder`).
 2. If its reply holds a fenced code block (```python, ```py or a bare ```), the last such block
-   outside any reasoning block runs in :class:`agents.sandbox.Sandbox` on the record's public view
-   (:func:`agents.sandbox.record_view`: the prefix, the samples as ints and bit strings, n, p, d, g,
-   K and ``answer_offset``; never the answer). Its stdout, stderr and exit status go back to the
-   model as the next user turn, and the model may revise, up to ``max_revisions`` times (the
-   paper's budget is 10), so an episode has at most ``max_revisions + 1`` code runs.
-3. The episode ends at the first reply without code, or when the budget is spent.
+   outside any reasoning block, dedented as a whole, runs in :class:`agents.sandbox.Sandbox` on the
+   record's public view (:func:`agents.sandbox.record_view`: the prefix, the samples as ints and bit
+   strings, n, p, d, g, K and ``answer_offset``; never the answer). Its stdout, stderr and exit
+   status go back to the model as the next user turn, and the model may revise, up to
+   ``max_revisions`` times (the paper's budget is 10), so an episode has at most
+   ``max_revisions + 1`` code runs.
+3. A reply without code that holds no answer (a bare list, prose) is not final while turns remain:
+   the next user turn says that only a box is graded and asks for one. A reply cut off by
+   ``max_tokens`` (finish reason ``length``) inside a code fence that was never closed runs nothing
+   (its code is incomplete); like any cut-off reply without code or answer, it gets a turn saying it
+   was cut off. Every reply counts against the same budget of ``max_revisions + 1`` replies.
+4. The episode ends at the first reply without code that holds an answer, or when the budget is
+   spent.
 
 **The final answer** (graded by :func:`gf2env.text.answers.score_answer`, the text scorer):
 
@@ -18,15 +27,19 @@ A tool episode for one query (instructions ``tools-v1``):
   scorer's lenient grammar takes) → that stdout;
 - otherwise the last reply (which then scores ``no_answer`` or whatever it holds).
 
-Every episode reports its turns (reply, code, sandbox result), the number of tool calls, the
-sandbox time, the runs that did not exit cleanly, where the answer came from, and the paper's
-tool-usage class: ``no_tool`` (0 runs), ``single_tool`` (1) or ``multi_tool`` (2 or more).
+Every episode reports its turns (reply, code, sandbox result, finish reason, ``cut_off``), the
+number of tool calls, the sandbox time, the runs that did not exit cleanly, the replies cut off by
+``max_tokens``, where the answer came from, its ``outcome`` (:data:`OUTCOMES`: ``answer`` when the
+final text holds one, ``truncated`` when it does not and the last reply was cut off, else
+``no_answer``; ``error`` when the backend failed) and the paper's tool-usage class: ``no_tool``
+(0 runs), ``single_tool`` (1) or ``multi_tool`` (2 or more).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,35 +48,69 @@ from agents.llm.queries import Backend, Completion, Query, SamplingParams
 from gf2env.errors import GF2ConfigError
 from gf2env.rules import Failure
 from gf2env.text.answers import extract_answer, strip_reasoning
+from gf2env.text.prompt import answer_placeholder
 
-TOOL_PROMPT_ID = "tools-v1"
+TOOL_PROMPT_ID = "tools-v2"
 TOOL_USE_CLASSES = ("no_tool", "single_tool", "multi_tool")
+OUTCOMES = ("answer", "no_answer", "truncated", "error")
 FEEDBACK_CHARS = 4000  # of stdout / stderr shown back to the model (the full capture is logged)
+CUT_OFF_FINISH = "length"  # the finish reason of a reply stopped by max_tokens (OpenAI, vLLM, ours)
 
 _CODE_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_ANY_BLOCK = re.compile(r"```.*?```", re.DOTALL)
 
 
-def tool_instructions(answer_offset: int) -> str:
-    """What the model is told about the tool (appended to the system message)."""
+def answer_form(k: int) -> str:
+    """How to answer, said the same way in the instructions and every feedback turn."""
+    return (
+        f"{answer_placeholder(k)} with each i replaced by an index in the prompt's numbering "
+        "(a list without the box is not graded)"
+    )
+
+
+def tool_instructions(answer_offset: int, k: int) -> str:
+    """What the model is told about the tool (appended to the system message; ``k = d - 1``)."""
     return (
         "You can run Python 3 to solve this. Put code in one fenced block (```python ... ```); it runs "
-        "in a sandbox with numpy and the standard library (no network, no files of the host) and its "
-        "printed output is sent back to you. The record is already loaded: `n`, `p`, `d`, `g`, `K`, "
-        "`prefix` (the known terms, each a list of 0-based payload indices, in order) and `samples` "
-        "(a list of dicts: `x` the sample as an int of n+p bits, first address bit most significant; "
-        "`bits` the same as a string of '0'/'1'; `address` its n address bits and `payload` its p "
-        "payload bits as strings; `y` the label), also all in the dict `record`. Payload index j is "
-        f"the prompt's variable {answer_offset} + j (`record['answer_offset']` = {answer_offset}). "
-        "Print the answer as \\boxed{[i1, i2, i3]} in the prompt's indices. When you have the answer, "
-        "reply with it and no code; otherwise send corrected code."
+        "in a sandbox with numpy and the standard library (no network, no files of the host) and what "
+        "it prints is sent back to you.\n"
+        "The record is already loaded as these globals; read the data from them, do not copy it from "
+        "the prompt:\n"
+        "- `n`, `p`, `d`, `g`, `K` (ints): address bits, payload bits, degree, known terms, samples\n"
+        "- `prefix`: the known terms in order, each a list of its 0-based payload indices\n"
+        "- `samples`: one dict a row: `payload` (its p payload bits as a '0'/'1' string), `address` "
+        "(its n address bits), `bits` (address then payload), `x` (`bits` as an int, first address bit "
+        "most significant), `y` (the label, 0 or 1)\n"
+        f"- `record`: all of these in one dict, and `record['answer_offset']` = {answer_offset}\n"
+        "For example:\n"
+        "```python\n"
+        "V = [[int(c) for c in s['payload']] for s in samples]  # V[r][j]: payload bit j of row r\n"
+        "y = [s['y'] for s in samples]\n"
+        "```\n"
+        f"Payload index j is the prompt's index {answer_offset} + j. The answer is the next term's {k} "
+        f"indices in one box: {answer_form(k)}. When you have it, reply with the box and no code; "
+        "otherwise send code."
     )
 
 
 def extract_code(text: str) -> str | None:
-    """The last fenced code block outside reasoning blocks, or ``None``."""
+    """The last fenced code block outside reasoning blocks, dedented as a whole, or ``None``.
+
+    Models indent a block that sits in a list item or under prose; its common leading whitespace is
+    removed (:func:`textwrap.dedent`) so that it does not fail with ``IndentationError``.
+    """
     visible, _ = strip_reasoning(text)
     blocks = _CODE_BLOCK.findall(visible)
-    return blocks[-1] if blocks else None
+    return textwrap.dedent(blocks[-1]) if blocks else None
+
+
+def cut_off(text: str, finish_reason: str | None) -> str | None:
+    """How a reply was cut off by ``max_tokens``: ``"code"`` inside a code fence that was never
+    closed, ``"text"`` elsewhere (reasoning, prose), ``None`` when it was not cut off."""
+    if finish_reason != CUT_OFF_FINISH:
+        return None
+    visible, _ = strip_reasoning(text)
+    return "code" if "```" in _ANY_BLOCK.sub("", visible) else "text"
 
 
 def has_answer(text: str) -> bool:
@@ -75,7 +122,11 @@ def _clip(text: str, limit: int = FEEDBACK_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters]"
 
 
-def feedback_message(result: Any, runs_left: int) -> str:
+def _turns_left(left: int) -> str:
+    return f"{left} more repl{'ies' if left != 1 else 'y'} allowed"
+
+
+def feedback_message(result: Any, turns_left: int, k: int) -> str:
     """The user turn that reports a sandbox run back to the model."""
     status = f"exit code {result.exit_code}" if result.exit_code is not None else "killed"
     parts = [f"Your code ran ({status}, {result.stop_reason}, {result.wall_s:.2f} s)."]
@@ -85,11 +136,29 @@ def feedback_message(result: Any, runs_left: int) -> str:
         parts.append(f"(stdout was cut at {len(result.stdout)} characters)")
     if result.stderr:
         parts.append(f"stderr:\n```\n{_clip(result.stderr)}\n```")
+    if not has_answer(result.stdout):
+        parts.append("Your output holds no boxed answer.")
     parts.append(
-        f"Reply with the answer as \\boxed{{[i1, i2, i3]}} and no code, or send corrected code "
-        f"({runs_left} more run{'s' if runs_left != 1 else ''} allowed)."
+        f"Reply with the answer as {answer_form(k)} and no code, or send corrected code "
+        f"({_turns_left(turns_left)})."
     )
     return "\n".join(parts)
+
+
+def retry_message(cut: str | None, turns_left: int, k: int, max_tokens: int) -> str:
+    """The user turn after a reply that ran no code and holds no answer (``cut``: :func:`cut_off`)."""
+    if cut == "code":
+        why = (
+            f"Your reply was cut off at the limit of {max_tokens} tokens inside a code block that was never "
+            "closed, so no code ran. Send shorter code in one closed block, or"
+        )
+    elif cut == "text":
+        why = (
+            f"Your reply was cut off at the limit of {max_tokens} tokens before it gave an answer. Be brief:"
+        )
+    else:
+        why = "Your reply has no code and no answer the grader can read. Send code, or"
+    return f"{why} reply with the answer as {answer_form(k)} and no code ({_turns_left(turns_left)})."
 
 
 @dataclass
@@ -127,6 +196,24 @@ class ToolEpisode:
     def tool_use(self) -> str:
         return TOOL_USE_CLASSES[min(self.tool_calls, 2)]
 
+    @property
+    def k(self) -> int:
+        """The number of indices an answer holds (``d - 1``)."""
+        return int(self.view["d"]) - 1
+
+    @property
+    def cut_off_replies(self) -> int:
+        return sum(1 for t in self.turns if t["cut_off"] is not None)
+
+    @property
+    def outcome(self) -> str:
+        """One of :data:`OUTCOMES` (see the module docs)."""
+        if self.error:
+            return "error"
+        if has_answer(self.final_text):
+            return "answer"
+        return "truncated" if self.turns and self.turns[-1]["cut_off"] is not None else "no_answer"
+
     def finish(self) -> None:
         """Choose the final answer by the module's precedence."""
         self.done = True
@@ -158,13 +245,15 @@ class ToolEpisode:
             "sandbox_s": round(self.sandbox_s, 4),
             "sandbox_errors": self.sandbox_errors,
             "answer_source": self.answer_source,
+            "outcome": self.outcome,
+            "cut_off_replies": self.cut_off_replies,
             "turns": self.turns,
         }
 
 
 def start_episode(query: Query, view: dict[str, Any]) -> ToolEpisode:
     """The first turn of a tool episode: the prompt with the tool instructions in the system message."""
-    system = f"{query.prompt.system}\n\n{tool_instructions(query.prompt.answer_offset)}"
+    system = f"{query.prompt.system}\n\n{tool_instructions(query.prompt.answer_offset, int(view['d']) - 1)}"
     messages = [{"role": "system", "content": system}, {"role": "user", "content": query.prompt.text}]
     return ToolEpisode(query, view, messages)
 
@@ -176,13 +265,21 @@ def turn_seed(seed: int, turn: int) -> int:
 
 def tool_usage(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The paper's tool-usage table from a query log: per (model, g), how many answered queries made
-    no, one or several tool calls, and the accuracy of each class (``None`` where the class is empty)."""
+    no, one or several tool calls, and the accuracy of each class (``None`` where the class is empty);
+    then the share of queries whose outcome is ``truncated`` (no answer, the last reply cut off by
+    ``max_tokens``) and the number of cut-off replies over all their turns (``0`` for logs from
+    before ``tools-v2``, which did not record them)."""
     groups: dict[tuple[str, int], dict[str, list[bool]]] = {}
+    truncated: dict[tuple[str, int], list[int]] = {}
     for line in lines:
         if line.get("status") != "ok" or "tool_use" not in line:
             continue
-        cell = groups.setdefault((line["model"], int(line["g"])), {c: [] for c in TOOL_USE_CLASSES})
+        key = (line["model"], int(line["g"]))
+        cell = groups.setdefault(key, {c: [] for c in TOOL_USE_CLASSES})
         cell[line["tool_use"]].append(bool(line["correct"]))
+        counts = truncated.setdefault(key, [0, 0])
+        counts[0] += line.get("outcome") == "truncated"
+        counts[1] += int(line.get("cut_off_replies", 0))
     rows = []
     for (model, g), cell in sorted(groups.items()):
         total = sum(len(v) for v in cell.values())
@@ -190,6 +287,8 @@ def tool_usage(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         for name, results in cell.items():
             row[f"{name}_share"] = len(results) / total
             row[f"{name}_accuracy"] = sum(results) / len(results) if results else None
+        row["truncated_share"] = truncated[model, g][0] / total
+        row["cut_off_replies"] = truncated[model, g][1]
         rows.append(row)
     return rows
 
@@ -197,13 +296,15 @@ def tool_usage(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def format_tool_usage(rows: Sequence[dict[str, Any]]) -> str:
     """:func:`tool_usage` as a text table (shares and accuracies in percent)."""
     head = f"{'model':<24} {'g':>4} {'queries':>7}" + "".join(f" {c:>19}" for c in TOOL_USE_CLASSES)
-    out = [head, " " * 37 + "   share / accuracy" * len(TOOL_USE_CLASSES)]
+    head += f" {'truncated':>9} {'cut-off':>7}"
+    out = [head, " " * 37 + "   share / accuracy" * len(TOOL_USE_CLASSES) + f" {'share':>9} {'replies':>7}"]
     for r in rows:
         cells = ""
         for c in TOOL_USE_CLASSES:
             acc = r[f"{c}_accuracy"]
             accuracy = f"{100 * acc:>6.1f}%" if acc is not None else "     -"
             cells += f" {100 * r[f'{c}_share']:>8.1f}% / " + accuracy
+        cells += f" {100 * r['truncated_share']:>8.1f}% {r['cut_off_replies']:>7}"
         out.append(f"{r['model']:<24} {r['g']:>4} {r['queries']:>7}{cells}")
     return "\n".join(out)
 
@@ -230,6 +331,7 @@ def run_tool_episodes(
 
     ``run_code`` runs ``(code, view)`` jobs and returns sandbox results in order (e.g.
     :meth:`agents.sandbox.SandboxPool.map`). ``on_done`` gets each episode as soon as it ends.
+    Each turn of an episode is one reply; see the module docs for when an episode ends.
     """
     if max_revisions < 0:
         raise GF2ConfigError(f"max_revisions={max_revisions} is negative; pass 0 or more (paper: 10).")
@@ -243,7 +345,9 @@ def run_tool_episodes(
             for e in active
         ]
         replies = _ask_all(backend, asks, params)
+        left = max_revisions - turn
         jobs: list[tuple[ToolEpisode, str]] = []
+        still: list[ToolEpisode] = []
         for key, episode in by_key.items():
             reply = replies[key]
             episode.prompt_tokens += reply.prompt_tokens or 0
@@ -255,39 +359,49 @@ def run_tool_episodes(
                 episode.error, episode.done = reply.error, True
                 on_done(episode)
                 continue
-            code = extract_code(reply.text)
+            cut = cut_off(reply.text, reply.finish_reason)
+            code = None if cut == "code" else extract_code(reply.text)  # an unclosed block is incomplete
             episode.turns.append(
-                {"response": reply.text, "code": code, "sandbox": None, "finish_reason": reply.finish_reason}
-            )
+                {"response": reply.text, "code": code, "sandbox": None, "finish_reason": reply.finish_reason,
+                 "cut_off": cut}
+            )  # fmt: skip
             episode.messages.append({"role": "assistant", "content": reply.text})
-            if code is None:
+            if code is not None:
+                jobs.append((episode, code))
+            elif left == 0 or has_answer(reply.text):
                 episode.finish()
                 on_done(episode)
             else:
-                jobs.append((episode, code))
+                message = retry_message(cut, left, episode.k, params.max_tokens)
+                episode.messages.append({"role": "user", "content": message})
+                still.append(episode)
         results = run_code([(code, episode.view) for episode, code in jobs]) if jobs else []
-        still = []
         for (episode, _), result in zip(jobs, results, strict=True):
             episode.turns[-1]["sandbox"] = result.to_dict()
-            if turn == max_revisions:
+            if left == 0:
                 episode.finish()
                 on_done(episode)
             else:
-                message = feedback_message(result, max_revisions - turn)
+                message = feedback_message(result, left, episode.k)
                 episode.messages.append({"role": "user", "content": message})
                 still.append(episode)
         active = still
 
 
 __all__ = [
+    "CUT_OFF_FINISH",
     "FEEDBACK_CHARS",
+    "OUTCOMES",
     "TOOL_PROMPT_ID",
     "TOOL_USE_CLASSES",
     "ToolEpisode",
+    "answer_form",
+    "cut_off",
     "extract_code",
     "feedback_message",
     "format_tool_usage",
     "has_answer",
+    "retry_message",
     "run_tool_episodes",
     "start_episode",
     "tool_instructions",

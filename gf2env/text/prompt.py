@@ -7,7 +7,11 @@
 - ``compact-v1`` (:func:`render_compact_prompt`): the same information in far fewer tokens for long
   depths: payload indices ``0..p-1``, the known terms as index lists, and each sample as two bit
   strings, the prefix address bits ``a_0..a_{g-1}`` and the payload, then ``y`` (the always-one
-  ``a_g`` and always-zero later bits are stated once, not repeated). Answer offset 0.
+  ``a_g`` and always-zero later bits are stated once, not repeated). Answer offset 0. Its example
+  answer ``\\boxed{[0, 1, 2]}`` is itself a well-formed answer, which models copy.
+- ``compact-v2`` (:func:`render_compact_v2_prompt`): ``compact-v1`` with a last line whose example
+  cannot be an answer (:func:`answer_placeholder`: ``\\boxed{[i1, i2, i3]}``, which the scorer
+  grades ``not_integer``), the index range, and that an unboxed list is not graded.
 
 :func:`render_prompt` picks one by id and returns a :class:`Prompt` with the text, the offset the
 answer's indices carry, and its chat-message and completion forms. Any change to a rendering must
@@ -25,6 +29,7 @@ from gf2env.errors import GF2ConfigError
 
 PAPER_PROMPT_ID = "paper-v1"
 COMPACT_PROMPT_ID = "compact-v1"
+COMPACT_V2_PROMPT_ID = "compact-v2"
 
 SYSTEM_PROMPT = (
     "You reconstruct hidden Boolean circuits over GF(2) from their known terms and labelled samples. "
@@ -78,17 +83,16 @@ def render_paper_prompt(
     return "\n".join(lines) + "\n"
 
 
-def render_compact_prompt(
+def _compact_lines(
     prefix: Sequence[Sequence[int]],
     address: np.ndarray,
     payload: np.ndarray,
     labels: np.ndarray,
     *,
-    n: int,
     p: int,
     d: int,
-) -> str:
-    """The compact prompt at depth ``g = len(prefix)``: payload indices 0..p-1, bit strings."""
+) -> list[str]:
+    """The compact prompts' lines before the question: the circuit's form, the known terms, the rows."""
     g = len(prefix)
     k = d - 1
     lines = [
@@ -108,12 +112,56 @@ def render_compact_prompt(
         a_bits = "".join(map(str, a_row[:g].astype(np.uint8).tolist()))
         v_bits = "".join(map(str, v_row.astype(np.uint8).tolist()))
         lines.append(f"{a_bits} {v_bits} {int(y)}" if g else f"{v_bits} {int(y)}")
-    example = ", ".join(str(i) for i in range(k))
-    lines.append(f"Find term {g}: its {k} payload indices. Answer as \\boxed{{[{example}]}}.")
+    return lines
+
+
+def answer_placeholder(k: int) -> str:
+    """The answer's form with placeholders, ``\\boxed{[i1, i2, i3]}`` for ``k = 3``: an example that
+    shows the box but is never an answer (the scorer grades it ``not_integer``)."""
+    return "\\boxed{[" + ", ".join(f"i{j + 1}" for j in range(k)) + "]}"
+
+
+def render_compact_prompt(
+    prefix: Sequence[Sequence[int]],
+    address: np.ndarray,
+    payload: np.ndarray,
+    labels: np.ndarray,
+    *,
+    n: int,
+    p: int,
+    d: int,
+) -> str:
+    """The compact prompt ``compact-v1`` at depth ``g = len(prefix)``: payload indices 0..p-1, bit strings."""
+    lines = _compact_lines(prefix, address, payload, labels, p=p, d=d)
+    example = ", ".join(str(i) for i in range(d - 1))
+    lines.append(f"Find term {len(prefix)}: its {d - 1} payload indices. Answer as \\boxed{{[{example}]}}.")
     return "\n".join(lines) + "\n"
 
 
-_RENDERERS = {PAPER_PROMPT_ID: (render_paper_prompt, True), COMPACT_PROMPT_ID: (render_compact_prompt, False)}
+def render_compact_v2_prompt(
+    prefix: Sequence[Sequence[int]],
+    address: np.ndarray,
+    payload: np.ndarray,
+    labels: np.ndarray,
+    *,
+    n: int,
+    p: int,
+    d: int,
+) -> str:
+    """``compact-v2``: ``compact-v1`` whose example answer is a placeholder that cannot be an answer."""
+    lines = _compact_lines(prefix, address, payload, labels, p=p, d=d)
+    lines.append(
+        f"Find term {len(prefix)}: its {d - 1} payload indices, each in 0..{p - 1}. Answer with one box, "
+        f"{answer_placeholder(d - 1)} with each i replaced by an index; a list without the box is not graded."
+    )
+    return "\n".join(lines) + "\n"
+
+
+_RENDERERS = {
+    PAPER_PROMPT_ID: (render_paper_prompt, True),
+    COMPACT_PROMPT_ID: (render_compact_prompt, False),
+    COMPACT_V2_PROMPT_ID: (render_compact_v2_prompt, False),
+}
 PROMPT_IDS = tuple(_RENDERERS)
 
 

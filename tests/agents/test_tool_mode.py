@@ -15,11 +15,22 @@ import pytest
 
 pytest.importorskip("httpx")
 
-from agents.llm.tool_mode import extract_code, has_answer, start_episode, tool_usage  # noqa: E402
+from agents.llm.tool_mode import (  # noqa: E402
+    cut_off,
+    extract_code,
+    feedback_message,
+    format_tool_usage,
+    has_answer,
+    retry_message,
+    start_episode,
+    tool_instructions,
+    tool_usage,
+)
 from agents.sandbox import Sandbox, SandboxPool, detect_isolation, record_view  # noqa: E402
 from gf2env.oracle import TaskConfig  # noqa: E402
 from gf2env.records import generate_record, read_records  # noqa: E402
 from gf2env.report.results import read_results_csv  # noqa: E402
+from gf2env.rules import Failure  # noqa: E402
 from gf2env.text.answers import score_answer  # noqa: E402
 from gf2env.text.prompt import render_prompt  # noqa: E402
 from tests.fault_server import SOLVER  # noqa: E402
@@ -40,10 +51,87 @@ if not detect_isolation().get("bwrap"):
         ("<think>```python\nprint('draft')\n```</think>no code now", None),  # reasoning never runs
         ("The answer is \\boxed{[13, 14, 16]}", None),
         ("```json\n{}\n```", None),  # not Python
+        # a block indented as a whole (a list item, prose): dedented, inner indentation kept
+        (
+            "1. Run:\n   ```python\n   for i in range(2):\n       print(i)\n   ```",
+            "for i in range(2):\n    print(i)\n",
+        ),
+        ("```python\n    x = 1\n    print(x)\n```", "x = 1\nprint(x)\n"),
+        ("```python\n\tprint(1)\n\n\tprint(2)\n```", "print(1)\n\nprint(2)\n"),
     ],
 )
 def test_extract_code(text, code):
     assert extract_code(text) == code
+
+
+def test_an_indented_block_runs_in_the_sandbox():
+    reply = "Here:\n    ```python\n    total = sum(s['y'] for s in samples)\n    print(total, K)\n    ```"
+    rec = generate_record(TaskConfig(p=6, d=3, K=4, n=2), 1, 0, seed=0)
+    result = Sandbox().run(extract_code(reply), record_view(rec))
+    assert result.ok and "IndentationError" not in result.stderr, result.stderr
+    assert result.stdout.split() == [str(int(rec.labels.sum())), "4"]
+
+
+@pytest.mark.parametrize(
+    ("text", "finish", "cut"),
+    [
+        ("```python\nprint(1)\n```", "stop", None),
+        ("Let me write it.\n```python\nfor s in samples:\n    x = s[", "length", "code"),  # the case
+        ("```python\nprint(1)\n```\nNow the full one:\n```python\nimport numpy", "length", "code"),
+        ("```python\nprint(1)\n```\nAs the run will show, the", "length", "text"),  # the block is whole
+        ("<think>Row 1 says ```python\nx = ", "length", "text"),  # cut inside reasoning: no fence outside
+        ("The rows fit x_13 and", "length", "text"),
+        ("The rows fit x_13 and", None, None),
+    ],
+)
+def test_cut_off(text, finish, cut):
+    assert cut_off(text, finish) == cut
+
+
+def test_the_instructions_example_reads_the_globals_in_the_sandbox():
+    rec = generate_record(TaskConfig(p=6, d=3, K=5, n=3), 2, 0, seed=4)
+    instructions = tool_instructions(3, 2)
+    for name in ("`n`", "`p`", "`d`", "`g`", "`K`", "`prefix`", "`samples`", "`record`", "answer_offset"):
+        assert name in instructions
+    example = extract_code(instructions)  # the two lines, as a model would paste them
+    assert example is not None and len(example.splitlines()) == 2
+    code = example + "print(V == EXPECTED_V, y == EXPECTED_Y, prefix == EXPECTED_P)\n"
+    code = code.replace("EXPECTED_V", repr(rec.payload.astype(int).tolist()))
+    code = code.replace("EXPECTED_Y", repr(rec.labels.astype(int).tolist()))
+    code = code.replace("EXPECTED_P", repr([list(map(int, t)) for t in rec.prefix]))
+    result = Sandbox().run(code, record_view(rec))
+    assert result.ok and result.stdout.split() == ["True", "True", "True"], result.stderr
+
+
+class _Run:  # a sandbox result's fields that feedback_message reads
+    exit_code, stop_reason, wall_s, stdout_truncated, stderr = 0, "exited", 0.1, False, ""
+
+    def __init__(self, stdout: str) -> None:
+        self.stdout = stdout
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        tool_instructions(32, 3),
+        tool_instructions(0, 1),
+        feedback_message(_Run("[0, 1, 2]\n"), 3, 3),
+        retry_message("code", 2, 3, 512),
+        retry_message("text", 1, 3, 512),
+        retry_message(None, 1, 3, 512),
+    ],
+)
+def test_what_the_model_is_told_holds_no_answer_it_could_copy(text):
+    # every example of the answer is the placeholder: copied, it scores not_integer, never a term
+    score = score_answer(text, (0, 1, 2), 12, 0)
+    assert (score.correct, score.failure, score.indices) == (False, Failure.NOT_INTEGER, None)
+    assert "\\boxed{[i1" in text and "without the box is not graded" in text
+
+
+def test_feedback_says_when_the_output_holds_no_box():
+    assert "holds no boxed answer" in feedback_message(_Run("[0, 1, 2]\n"), 1, 3)
+    assert "holds no boxed answer" not in feedback_message(_Run("\\boxed{[0, 1, 2]}\n"), 1, 3)
+    assert "1 more reply allowed" in feedback_message(_Run(""), 1, 3)
 
 
 def episode_with(turns):
@@ -55,7 +143,7 @@ def episode_with(turns):
     for response, code, stdout in turns:
         sandbox = None if stdout is None else {"stdout": stdout, "wall_s": 0.1, "stop_reason": "exited"}
         episode.turns.append(
-            {"response": response, "code": code, "sandbox": sandbox, "finish_reason": "stop"}
+            {"response": response, "code": code, "sandbox": sandbox, "finish_reason": "stop", "cut_off": None}
         )
     episode.finish()
     return episode
@@ -76,7 +164,12 @@ def test_final_answer_precedence():
     )
     # No code at all, no answer anywhere: the reply (no_answer).
     e = episode_with([("I give up.", None, None)])
-    assert (e.final_text, e.answer_source, e.tool_use) == ("I give up.", "reply", "no_tool")
+    assert (e.final_text, e.answer_source, e.tool_use, e.outcome) == (
+        "I give up.",
+        "reply",
+        "no_tool",
+        "no_answer",
+    )
     assert not has_answer(e.final_text)
 
 
@@ -123,7 +216,8 @@ def test_gf2_eval_tool_mode_on_the_papers_file(server, tmp_path):
         and turns[0]["sandbox"]["ok"]
         and turns[1]["code"] is None
     )
-    assert lines[0]["tool_prompt_id"] == "tools-v1" and lines[0]["sandbox_s"] > 0
+    assert lines[0]["tool_prompt_id"] == "tools-v2" and lines[0]["sandbox_s"] > 0
+    assert {(x["outcome"], x["cut_off_replies"]) for x in lines} == {("answer", 0)}
     rows = read_results_csv(tmp_path / "results.csv")
     assert len(rows) == 20 and all(r["gamma"] == 1.0 for r in rows)
     assert "tool use (the paper's classes)" in run.stdout and "100.0% / " in run.stdout
@@ -156,6 +250,76 @@ def test_revisions_after_a_failing_run_and_the_budget(server, tmp_path):
     assert {(x["tool_calls"], x["answer_source"], len(x["turns"])) for x in lines} == {(1, "sandbox", 1)}
     # Tool settings are part of a query's identity: the two runs share no key.
     assert not {x["key"] for x in lines} & {x["key"] for x in log_lines(tmp_path / "revise")}
+
+
+GRID = ["--depths", "2,5", "--trials", "2", "--p", "8", "--d", "3", "--K", "24"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "revisions", "calls", "turns", "outcome", "cut", "told"),
+    [
+        # cut off inside its code block: nothing runs, it is told so, then solves
+        ("solver-cut", 10, 1, 3, "answer", 1, "cut off at the limit of 1024 tokens inside a code block"),
+        # a bare list after the run is not final: it is asked for the box, and boxes it
+        ("solver-bare", 10, 1, 3, "answer", 0, "no code and no answer the grader can read"),
+        # cut off every time: the budget runs out, the outcome says why there is no answer
+        ("truncating", 2, 0, 3, "truncated", 3, "cut off at the limit of 1024 tokens inside a code block"),
+        # with no turn left, a cut-off reply ends the episode at once (and is still reported)
+        ("truncating", 0, 0, 1, "truncated", 1, None),
+    ],
+)
+def test_cut_off_and_unboxed_replies_get_a_turn_that_says_so(server, tmp_path, mode, revisions, calls,
+                                                            turns, outcome, cut, told):  # fmt: skip
+    run = gf2_tools(f"{server.url}/{mode}", tmp_path, *GRID, "--max-revisions", str(revisions),
+                    "--max-tokens", "1024")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    lines = log_lines(tmp_path)
+    assert len(lines) == 4
+    for x in lines:
+        assert (x["tool_calls"], len(x["turns"]), x["outcome"], x["cut_off_replies"]) == (
+            calls,
+            turns,
+            outcome,
+            cut,
+        )
+        assert [t["cut_off"] for t in x["turns"]][:cut] == ["code"] * cut
+        assert all(
+            t["code"] is None for t in x["turns"] if t["cut_off"] == "code"
+        )  # an unclosed block never runs
+    if outcome == "answer":
+        assert sum(x["correct"] for x in lines) >= 3 and all(x["answer_source"] == "reply" for x in lines)
+        assert all(x["score"]["failure"] in ("none", "wrong_term") for x in lines)
+    else:
+        assert {x["score"]["failure"] for x in lines} == {"no_answer"} and not any(
+            x["correct"] for x in lines
+        )
+    asked = [b["messages"] for b in server.bodies if len(b["messages"]) > 2]  # the turns after the first
+    if told is None:
+        assert not asked
+    else:
+        retries = [m[-1]["content"] for m in asked if m[-1]["content"].startswith("Your reply")]
+        assert retries and all(told in r and "\\boxed{[i1, i2]}" in r for r in retries)
+    usage = {(u["g"], u["truncated_share"], u["cut_off_replies"]) for u in tool_usage(lines)}
+    assert usage == {(2, float(outcome == "truncated"), 2 * cut), (5, float(outcome == "truncated"), 2 * cut)}
+    assert "truncated" in run.stdout and "cut-off" in run.stdout
+
+
+def test_tool_usage_table_counts_truncated_outcomes():
+    def line(g, tool_use, correct, outcome, cut):
+        return {"status": "ok", "model": "m", "g": g, "tool_use": tool_use, "correct": correct,
+                "outcome": outcome, "cut_off_replies": cut}  # fmt: skip
+
+    lines = [line(1, "no_tool", False, "truncated", 2), line(1, "single_tool", True, "answer", 1),
+             line(1, "single_tool", False, "no_answer", 0), line(1, "multi_tool", False, "truncated", 3),
+             {"status": "ok", "model": "m", "g": 3, "tool_use": "no_tool", "correct": True}]  # fmt: skip
+    rows = tool_usage(lines)
+    assert [(r["g"], r["queries"], r["truncated_share"], r["cut_off_replies"]) for r in rows] == [
+        (1, 4, 0.5, 6),
+        (3, 1, 0.0, 0),  # a tools-v1 line: no outcome recorded, nothing counted
+    ]
+    assert rows[0]["single_tool_share"] == 0.5 and rows[0]["single_tool_accuracy"] == 0.5
+    table = format_tool_usage(rows).splitlines()
+    assert "truncated" in table[0] and table[2].split()[-2:] == ["50.0%", "6"]
 
 
 def test_trl_style_tool_environment_rewards_only_the_first_submission():

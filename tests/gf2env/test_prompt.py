@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 
 from gf2env.errors import GF2ConfigError
 from gf2env.oracle import TaskConfig
 from gf2env.records import generate_record
-from gf2env.text.prompt import COMPACT_PROMPT_ID, PAPER_PROMPT_ID, PROMPT_IDS, SYSTEM_PROMPT, render_prompt
+from gf2env.rules import Failure
+from gf2env.text.answers import score_answer
+from gf2env.text.prompt import (
+    COMPACT_PROMPT_ID,
+    COMPACT_V2_PROMPT_ID,
+    PAPER_PROMPT_ID,
+    PROMPT_IDS,
+    SYSTEM_PROMPT,
+    answer_placeholder,
+    render_prompt,
+)
 
 
 def rendered(prompt_id: str, g: int = 5, n: int = 32):
@@ -19,9 +31,10 @@ def rendered(prompt_id: str, g: int = 5, n: int = 32):
 
 
 def test_ids_and_offsets():
-    assert PROMPT_IDS == (PAPER_PROMPT_ID, COMPACT_PROMPT_ID)
+    assert PROMPT_IDS == (PAPER_PROMPT_ID, COMPACT_PROMPT_ID, COMPACT_V2_PROMPT_ID)
     assert rendered(PAPER_PROMPT_ID)[1].answer_offset == 32
     assert rendered(COMPACT_PROMPT_ID)[1].answer_offset == 0
+    assert rendered(COMPACT_V2_PROMPT_ID)[1].answer_offset == 0
     with pytest.raises(GF2ConfigError, match="prompt_id='paper-v9'"):
         rendered("paper-v9")
 
@@ -55,3 +68,53 @@ def test_chat_and_completion_forms():
 def test_paper_prompt_is_deterministic():
     assert rendered(PAPER_PROMPT_ID)[1] == rendered(PAPER_PROMPT_ID)[1]
     assert np.array_equal(rendered(PAPER_PROMPT_ID)[0].labels, rendered(PAPER_PROMPT_ID)[0].labels)
+
+
+@pytest.mark.parametrize(
+    ("g", "digest"),
+    [
+        (0, "a5bdf36a970e331e79729ddd443f72ddeae09a4f10ebc0f17ca401cfbb3c65ac"),
+        (5, "4c0619dab6b3edd5615ae60b525c800c72f3ea3eae4c0b442aa78cf7d20c1414"),
+    ],
+)
+def test_compact_v1_is_byte_identical_to_what_results_were_measured_with(g, digest):
+    text = rendered(COMPACT_PROMPT_ID, g=g)[1].text
+    assert hashlib.sha256(text.encode()).hexdigest() == digest
+
+
+def test_compact_v2_is_compact_v1_but_its_last_line():
+    for g in (0, 5, 31):
+        v1, v2 = rendered(COMPACT_PROMPT_ID, g=g)[1].text, rendered(COMPACT_V2_PROMPT_ID, g=g)[1].text
+        assert v1.splitlines()[:-1] == v2.splitlines()[:-1] and v1 != v2
+        last = v2.splitlines()[-1]
+        assert answer_placeholder(3) in last and "0..11" in last and "not graded" in last
+
+
+@pytest.mark.parametrize(
+    ("k", "placeholder"),
+    [
+        (1, "\\boxed{[i1]}"),
+        (2, "\\boxed{[i1, i2]}"),
+        (3, "\\boxed{[i1, i2, i3]}"),
+        (5, "\\boxed{[i1, i2, i3, i4, i5]}"),
+    ],
+)
+def test_the_placeholder_example_is_never_an_answer(k, placeholder):
+    assert answer_placeholder(k) == placeholder
+    for target in [tuple(range(k)), tuple(range(1, k + 1))]:
+        score = score_answer(placeholder, target, p=12, n=0)
+        assert (score.correct, score.failure, score.indices) == (False, Failure.NOT_INTEGER, None)
+
+
+@pytest.mark.parametrize("g", [0, 5])
+def test_compact_v2_rendered_example_scores_as_no_answer_but_an_answer_after_it_counts(g):
+    rec, prompt = rendered(COMPACT_V2_PROMPT_ID, g=g)
+    for text in (prompt.text, prompt.text.splitlines()[-1]):  # a model that echoes the prompt or its example
+        score = score_answer(text, rec.target, rec.p, prompt.answer_offset)
+        assert not score.correct and score.failure is Failure.NOT_INTEGER and score.indices is None
+    answer = f"\\boxed{{{list(rec.target)}}}"
+    score = score_answer(prompt.text + "\n" + answer, rec.target, rec.p, prompt.answer_offset)
+    assert score.correct and score.failure is Failure.NONE
+    # compact-v1's example, by contrast, is itself a well-formed answer: the reason for v2
+    v1 = rendered(COMPACT_PROMPT_ID, g=g)[1].text.splitlines()[-1]
+    assert score_answer(v1, rec.target, rec.p, 0).failure in (Failure.NONE, Failure.WRONG_TERM)

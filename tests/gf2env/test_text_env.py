@@ -14,7 +14,7 @@ def boxed(indices, offset: int) -> str:
     return f"<think>maybe \\boxed{{[0, 1, 2]}}</think> so the term is \\boxed{{[{answer}]}}"
 
 
-@pytest.mark.parametrize("prompt_id", ["paper-v1", "compact-v1"])
+@pytest.mark.parametrize("prompt_id", ["paper-v1", "compact-v1", "compact-v2"])
 def test_correct_text_answers_score_and_history_is_kept(prompt_id):
     env = gym.make("GF2ReconText-v0", n=4, prompt_id=prompt_id)
     prompt, info = env.reset(seed=0)
