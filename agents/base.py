@@ -1,13 +1,15 @@
 """The agent contract: what every agent (estimator, SB3 policy, LLM) is asked and what it answers.
 
 :func:`agents.harness.evaluate.evaluate` hands an :class:`Agent` one :class:`Cell` (the records of
-one setting, batched) at a time and gets back an :class:`Estimate` (arrays over the cell's records).
+one setting, batched) at a time and gets back an :class:`Estimate` (arrays over the cell's records);
+an agent that :class:`AsksAhead` first gets every cell at once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -64,3 +66,12 @@ class Agent(Protocol):
     def supports(self, p: int, d: int, K: int, g: int) -> bool: ...
 
     def answer(self, cell: Cell, rng: np.random.Generator) -> Estimate: ...
+
+
+@runtime_checkable
+class AsksAhead(Protocol):
+    """An agent whose answers are slow to get (queries to a model) and best asked all at once:
+    :func:`evaluate` hands it every cell it supports before the first :meth:`Agent.answer`, so that
+    servers stay busy across depths instead of draining between them."""
+
+    def prepare(self, cells: Sequence[Cell], progress: bool = True) -> None: ...

@@ -72,6 +72,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         mode = self.path.strip("/").split("/")[0]
+        if self.path.endswith("/tokenize"):  # like transformers serve: no token counting
+            return self._send(404, b'{"detail": "Not Found"}')
         with self.server.lock:
             self.server.bodies.append(body)
             key = (mode, body["seed"])

@@ -109,16 +109,19 @@ def llm_spec(args: argparse.Namespace) -> LLMSpec:
         raise GF2ConfigError(f"--agent {args.agent} needs --base-url (repeat it for several replicas).")
     engine_args: dict[str, object] = {}
     if args.agent == "vllm-offline":
-        engine_args = {"max_model_len": args.max_model_len, "dtype": args.dtype, "seed": 0}
+        engine_args = {"dtype": args.dtype, "seed": 0}
         if args.tensor_parallel_size:
             engine_args["tensor_parallel_size"] = args.tensor_parallel_size
     return LLMSpec(
         model=args.model, backend=args.agent, base_urls=tuple(args.base_url or ()), name=args.label,
         prompt_id=args.prompt, api=args.api, samples=args.samples,
-        sampling=SamplingParams(args.temperature, args.top_p, args.max_tokens, tuple(args.stop or ())),
+        sampling=SamplingParams(
+            args.temperature, args.top_p, args.max_tokens, tuple(args.stop or ()), args.max_model_len
+        ),
         concurrency=args.concurrency, timeout=args.timeout, retries=args.retries,
         engine_args=tuple(sorted(engine_args.items())),
         tools=args.tools, max_revisions=args.max_revisions, isolation=args.sandbox,
+        system=None if args.system is None else "" if args.system.lower() == "none" else args.system,
     )  # fmt: skip
 
 
@@ -214,7 +217,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--sandbox", choices=("bwrap", "UNSAFE-rlimits-only"), default="bwrap",
         help="tool mode isolation; UNSAFE-rlimits-only runs model code without namespaces (opt-in)",
     )  # fmt: skip
-    ev.add_argument("--max-model-len", type=int, default=32768, help="vllm-offline: the engine's context")
+    ev.add_argument(
+        "--max-model-len", type=int, metavar="N",
+        help="the context the model runs with (a server's --max-model-len; vllm-offline: the engine's): "
+        "max tokens are cut to what a prompt leaves, a full context ends cut off instead of refused",
+    )  # fmt: skip
+    ev.add_argument(
+        "--system", metavar="TEXT|none",
+        help="the system message instead of the prompt's; 'none' sends none (a template with no system role)",
+    )  # fmt: skip
     ev.add_argument("--dtype", default="auto", help="vllm-offline: weights dtype (auto, bfloat16, float32)")
     ev.add_argument("--tensor-parallel-size", type=int, help="vllm-offline: GPUs a model")
     ev.add_argument("--out", help="output directory (default results/eval); its queries.jsonl resumes")

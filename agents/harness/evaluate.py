@@ -1,8 +1,10 @@
 """Run agents over the cells of a grid or a records file (:mod:`agents.harness.grid`) and collect rows.
 
 :func:`evaluate` feeds each :class:`~gf2env.posterior.StepBatch` to every agent and returns one
-row per agent × record (``gf2env.report.results.RESULT_COLUMNS``). An agent that cannot run at a setting
-(the exact data-only posterior past its depth limit) is skipped there and the skip is reported.
+row per agent × record (``gf2env.report.results.RESULT_COLUMNS``); an agent that asks ahead (an
+LLM) first gets every cell it supports, so its queries at all depths are in flight together. An
+agent that cannot run at a setting (the exact data-only posterior past its depth limit) is skipped
+there and the skip is reported.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from agents.base import Agent, Cell
+from agents.base import Agent, AsksAhead, Cell
 from agents.estimators import make_estimator
 from agents.llm.agent import LLMAgent, LLMSpec
 from agents.llm.query_log import QueryLog
@@ -55,6 +57,12 @@ def evaluate(
 ) -> Evaluation:
     """Every agent on every cell: one row per agent × record (``gf2env.report.results.RESULT_COLUMNS``)."""
     out = Evaluation()
+    if any(isinstance(agent, AsksAhead) for agent in agents):
+        cells = list(cells)
+        for agent in agents:
+            if isinstance(agent, AsksAhead):
+                ok = [c for c in cells if agent.supports(c.batch.p, c.batch.d, c.batch.K, c.batch.g)]
+                agent.prepare(ok, progress)
     bar = tqdm(total=total, unit="rec", desc="records", disable=not progress)
     for cell in cells:
         b = cell.batch

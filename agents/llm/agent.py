@@ -65,6 +65,8 @@ class LLMSpec:
         max_revisions: revision turns after the first run (the paper's budget: 10).
         isolation: the sandbox's isolation, ``"bwrap"``; ``"UNSAFE-rlimits-only"`` is the explicit
             opt-in to run without namespaces where bubblewrap cannot run.
+        system: the system message instead of the prompt's (``""``: none, e.g. for a template
+            without a system role; in tool mode the tool instructions are then the system message).
     """
 
     model: str
@@ -82,6 +84,7 @@ class LLMSpec:
     tools: bool = False
     max_revisions: int = 10
     isolation: str = "bwrap"
+    system: str | None = None
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -156,7 +159,10 @@ class LLMSpec:
         if self.backend == "vllm-offline":
             from agents.llm.vllm_engine import VLLMEngineBackend
 
-            return VLLMEngineBackend(self.model, **dict(self.engine_args))
+            engine_args = dict(self.engine_args)
+            if self.sampling.max_model_len is not None:
+                engine_args.setdefault("max_model_len", self.sampling.max_model_len)
+            return VLLMEngineBackend(self.model, **engine_args)
         from agents.llm.transformers_backend import TransformersBackend
 
         return TransformersBackend(self.model)
@@ -222,6 +228,7 @@ class LLMAgent:
         self.stats = RunStats()
         self.failed = 0  # records with no successful answer, over all cells so far
         self._answered = answered if answered is not None else log.answered()
+        self._asked: set[str] = set()  # keys asked (or found answered) in this run: asked once a run
         self.pool = None
         if spec.tools:  # refuse now, before any query, where the sandbox cannot run
             from agents.sandbox import Sandbox, SandboxPool
@@ -244,22 +251,37 @@ class LLMAgent:
     def supports(self, p: int, d: int, K: int, g: int) -> bool:
         return True
 
-    def answer(self, cell: Cell, rng: np.random.Generator | None = None) -> Estimate:
-        """Ask (or look up) every query of the cell's records; γ and action a record (NaN γ: no answer)."""
+    def _plan(self, cell: Cell) -> list[Any]:
         spec = self.spec
         pairs = zip(cell.records, cell.trials, strict=True)
         items = [(rec, cell.source, cell.sampling, int(t)) for rec, t in pairs]
-        planned = plan_queries(
-            items, spec.prompt_id, spec.sampling, spec.model, spec.api, spec.samples, spec.mode
+        return plan_queries(
+            items, spec.prompt_id, spec.sampling, spec.model, spec.api, spec.samples, spec.mode, spec.system
         )
-        todo = [p for p in planned if p.query.key not in self._answered]
-        self.stats.skipped += len(planned) - len(todo)
+
+    def _ask_new(self, planned: Sequence[Any], progress: bool = False) -> None:
+        """Ask the queries of ``planned`` neither answered in the log nor asked already in this run."""
+        fresh = [p for p in planned if p.query.key not in self._asked]
+        todo = [p for p in fresh if p.query.key not in self._answered]
+        self.stats.skipped += len(fresh) - len(todo)
+        self._asked.update(p.query.key for p in fresh)
         if todo:
-            self._ask(todo)
-        gamma = np.full(len(items), np.nan)
-        action = np.full(len(items), -1, dtype=np.int64)
-        for i in range(len(items)):
-            queries = planned[i * spec.samples : (i + 1) * spec.samples]
+            self._ask(todo, progress)
+
+    def prepare(self, cells: Sequence[Cell], progress: bool = True) -> None:
+        """Ask every cell's queries at once (all depths in flight together), with a per-query bar."""
+        self._ask_new([p for cell in cells for p in self._plan(cell)], progress)
+
+    def answer(self, cell: Cell, rng: np.random.Generator | None = None) -> Estimate:
+        """Ask (or look up) every query of the cell's records; γ and action a record (NaN γ: no answer)."""
+        samples = self.spec.samples
+        planned = self._plan(cell)
+        self._ask_new(planned)
+        n = len(cell.records)
+        gamma = np.full(n, np.nan)
+        action = np.full(n, -1, dtype=np.int64)
+        for i in range(n):
+            queries = planned[i * samples : (i + 1) * samples]
             ok = [self._answered[q.query.key] for q in queries if q.query.key in self._answered]
             if not ok:
                 self.failed += 1
@@ -267,14 +289,17 @@ class LLMAgent:
             gamma[i] = float(np.mean([e["correct"] for e in ok]))
             action[i] = entry_action(ok[0])
         correct = (action == cell.batch.target).astype(float)
-        return Estimate(action=action, tie_size=np.ones(len(items), dtype=np.int64), gamma=gamma,
+        return Estimate(action=action, tie_size=np.ones(n, dtype=np.int64), gamma=gamma,
                         argmax_accuracy=correct)  # fmt: skip
 
-    def _ask(self, todo: Sequence[Any]) -> None:
+    def _ask(self, todo: Sequence[Any], progress: bool = False) -> None:
         import time
+
+        from tqdm import tqdm
 
         by_key = {p.query.key: p for p in todo}
         backend, params, stats = self.backend, self.spec.sampling, self.stats
+        bar = tqdm(total=len(todo), unit="query", desc=self.name, disable=not progress)
 
         def on_result(completion: Any, extra: dict[str, Any] | None = None) -> None:
             entry = log_entry(by_key[completion.key], completion, params, backend, extra)
@@ -287,6 +312,7 @@ class LLMAgent:
                 stats.errors += 1
             stats.prompt_tokens += completion.prompt_tokens or 0
             stats.completion_tokens += completion.completion_tokens or 0
+            bar.update(1)
 
         start = time.perf_counter()
         if self.pool is None:
@@ -300,6 +326,7 @@ class LLMAgent:
                 lambda e: on_result(e.completion(), e.summary()),
             )  # fmt: skip
         stats.seconds += time.perf_counter() - start
+        bar.close()
 
     def report(self) -> list[str]:
         """Lines for the terminal: throughput, and the records left without an answer."""

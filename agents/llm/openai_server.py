@@ -5,6 +5,10 @@ per server, queries dealt round-robin over the servers (data-parallel replicas),
 exponential backoff on connection errors, timeouts, 429/5xx and bodies that are not a completion;
 a retry goes to the next server. What still fails is reported as a completion with ``error`` set,
 never raised.
+
+With ``SamplingParams.max_model_len`` set, each request's prompt is first counted by the server's
+``/tokenize`` (vLLM's; the count its own template gives) and ``max_tokens`` cut to what is left of
+the context, so a long conversation (tool mode) ends cut off, never refused with HTTP 400.
 """
 
 from __future__ import annotations
@@ -23,13 +27,15 @@ class BadResponseError(Exception):
     """A server answered, but not with a usable completion."""
 
 
-def request_body(query: Query, params: SamplingParams, model: str) -> dict[str, Any]:
-    """The JSON body of an OpenAI-compatible request for ``query``."""
+def request_body(
+    query: Query, params: SamplingParams, model: str, max_tokens: int | None = None
+) -> dict[str, Any]:
+    """The JSON body of an OpenAI-compatible request for ``query`` (``max_tokens``: a cut limit)."""
     body: dict[str, Any] = {
         "model": model,
         "temperature": params.temperature,
         "top_p": params.top_p,
-        "max_tokens": params.max_tokens,
+        "max_tokens": params.max_tokens if max_tokens is None else max_tokens,
         "seed": query.seed,
         "n": 1,
     }
@@ -128,6 +134,12 @@ class OpenAICompatibleBackend(Backend):
             async with gates[(server + attempt) % len(self.base_urls)]:
                 start = time.perf_counter()
                 try:
+                    if params.max_model_len is not None:
+                        count = await self._count(client, url, body)
+                        room = params.room(count)
+                        if room == 0:  # nothing left of the context: cut off before the first token
+                            return Completion(query.key, "", count, 0, "length", 0.0, attempt + 1, url)
+                        body["max_tokens"] = room
                     response = await client.post(url + path, json=body)
                     latency = time.perf_counter() - start
                     if response.status_code == 429 or response.status_code >= 500:
@@ -152,6 +164,24 @@ class OpenAICompatibleBackend(Backend):
         return Completion(
             query.key, attempts=self.max_retries + 1, server=url, error=errors[-1], errors=errors
         )
+
+    async def _count(self, client: Any, url: str, body: dict[str, Any]) -> int:
+        """The prompt's tokens by the server's ``/tokenize`` (at the root, beside ``/v1``)."""
+        ask: dict[str, Any] = {k: body[k] for k in ("model", "messages", "prompt") if k in body}
+        if "messages" in ask:
+            ask["add_generation_prompt"] = True
+        response = await client.post(url.removesuffix("/v1") + "/tokenize", json=ask)
+        if response.status_code == 404:
+            raise GF2ConfigError(
+                f"{url} has no /tokenize, so max_model_len cannot be applied there; serve with vLLM or "
+                "leave max_model_len out (the server then refuses prompts that overflow its context)."
+            )
+        if response.status_code >= 400:
+            raise BadResponseError(f"/tokenize: HTTP {response.status_code}: {response.text[:200]}")
+        try:
+            return int(response.json()["count"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise BadResponseError(f"/tokenize: no count ({type(err).__name__}: {err})") from None
 
 
 __all__ = ["BadResponseError", "OpenAICompatibleBackend", "parse_response", "request_body"]

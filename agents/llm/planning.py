@@ -1,6 +1,7 @@
 """A record's queries: what each one is about, the content hash that names it, the seed it draws with.
 
-Each query is a (record, prompt id, sampling settings, model, API, sample index, mode); its ``key``
+Each query is a (record, prompt id, sampling settings, model, API, sample index, mode, system
+message when it is not the prompt's own); its ``key``
 is the SHA-256 of those (the record's instance, depth and samples included), and its sampling seed
 is derived from the key, so a query means the same thing and draws the same way in every run: this
 is what lets :class:`agents.llm.query_log.QueryLog` resume by key, never by position.
@@ -11,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agents.llm.queries import Query, SamplingParams
@@ -39,14 +40,18 @@ def query_key(
     api: str,
     sample: int,
     mode: dict[str, Any] | None = None,
+    system: str | None = None,
 ) -> str:
-    """The content hash that identifies a query across runs (``mode``: e.g. tool-mode settings)."""
+    """The content hash that identifies a query across runs (``mode``: e.g. tool-mode settings;
+    ``system``: a system message replacing the prompt's, ``""`` for none)."""
     obj = record.to_json()
     obj.pop("exp", None)
     content = {"record": obj, "prompt_id": prompt_id, "params": params.to_dict(), "model": model, "api": api,
                "sample": sample}  # fmt: skip
     if mode is not None:
         content["mode"] = mode
+    if system is not None:
+        content["system"] = system
     blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -59,16 +64,20 @@ def plan_queries(
     api: str = "chat",
     samples: int = 1,
     mode: dict[str, Any] | None = None,
+    system: str | None = None,
 ) -> list[Planned]:
-    """Queries for ``(record, source, sampling, trial)`` tuples, ``samples`` a record."""
+    """Queries for ``(record, source, sampling, trial)`` tuples, ``samples`` a record (``system``:
+    the system message instead of the prompt's, ``""`` for none; ``None`` keeps the prompt's)."""
     out = []
     for record, source, sampling, trial in records:
         prompt = render_prompt(
             prompt_id, record.prefix, record.address, record.payload, record.labels,
             n=record.n, p=record.p, d=record.d,
         )  # fmt: skip
+        if system is not None:
+            prompt = replace(prompt, system=system)
         for s in range(samples):
-            key = query_key(record, prompt_id, params, model, api, s, mode)
+            key = query_key(record, prompt_id, params, model, api, s, mode, system)
             seed = int(key[:8], 16) & 0x7FFFFFFF
             out.append(Planned(Query(key, prompt, seed, api), record, s, source, sampling, trial))
     return out

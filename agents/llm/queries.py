@@ -28,12 +28,19 @@ class SamplingParams:
 
     ``stop``: strings that end a completion where they first appear (the string itself left out),
     as the server, the vLLM engine or ``transformers``' ``generate`` applies them.
+    ``max_model_len``: the context length the model runs with (a server's ``--max-model-len``); when
+    given, each request's ``max_tokens`` is cut to what the prompt leaves of it, and a prompt that
+    leaves nothing is answered with an empty completion cut off (finish reason ``length``) instead
+    of a refused request (served backends count by the server's ``/tokenize``; ``transformers`` by
+    its tokenizer; ``vllm-offline`` starts its engine with this context). ``None``: the backend's own
+    limit applies.
     """
 
     temperature: float = 0.6
     top_p: float = 0.95
     max_tokens: int = 1024
     stop: tuple[str, ...] = ()
+    max_model_len: int | None = None
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
@@ -47,8 +54,24 @@ class SamplingParams:
                 f"stop={self.stop!r} is not a list of non-empty strings; pass e.g. stop=('</answer>',)."
             )
 
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise GF2ConfigError(
+                f"max_model_len={self.max_model_len} is too small; pass the context length the model was "
+                "started with (e.g. 8192), or leave it out."
+            )
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "stop": list(self.stop)}
+        """The settings as hashed into a query's key (``max_model_len`` only when set: old keys hold)."""
+        out = {**asdict(self), "stop": list(self.stop)}
+        if self.max_model_len is None:
+            del out["max_model_len"]
+        return out
+
+    def room(self, prompt_tokens: int) -> int:
+        """The tokens a completion may have after a prompt of ``prompt_tokens`` (0: none left)."""
+        if self.max_model_len is None:
+            return self.max_tokens
+        return max(0, min(self.max_tokens, self.max_model_len - prompt_tokens))
 
 
 @dataclass(frozen=True)

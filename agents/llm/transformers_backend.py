@@ -59,13 +59,16 @@ class TransformersBackend(Backend):
         else:
             ids = self.tokenizer(query.prompt.completion(), return_tensors="pt")["input_ids"]
         ids = ids.to(self.device)
+        room = params.room(int(ids.shape[1]))
+        if room == 0:  # the prompt fills max_model_len: cut off before the first token
+            return Completion(query.key, "", int(ids.shape[1]), 0, "length", 0.0)
         torch.manual_seed(query.seed)
         with torch.no_grad():
             out = self.lm.generate(
                 ids,
                 attention_mask=torch.ones_like(ids),
                 pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
-                **self.generate_kwargs(params),
+                **self.generate_kwargs(params, room),
             )
         new = out[0, ids.shape[1] :]
         eos = self.tokenizer.eos_token_id
@@ -75,11 +78,12 @@ class TransformersBackend(Backend):
             query.key, text, int(ids.shape[1]), int(len(new)), finish, time.perf_counter() - start
         )
 
-    def generate_kwargs(self, params: SamplingParams) -> dict[str, Any]:
-        """``generate``'s sampling arguments; stop strings end generation (``stop_strings``)."""
+    def generate_kwargs(self, params: SamplingParams, room: int | None = None) -> dict[str, Any]:
+        """``generate``'s sampling arguments (``room``: new tokens allowed, default ``max_tokens``);
+        stop strings end generation (``stop_strings``)."""
         sample = params.temperature > 0
         kwargs: dict[str, Any] = {
-            "max_new_tokens": params.max_tokens,
+            "max_new_tokens": params.max_tokens if room is None else room,
             "do_sample": sample,
             "temperature": params.temperature if sample else None,
             "top_p": params.top_p if sample else None,
@@ -110,7 +114,10 @@ class TransformersBackend(Backend):
         enc = {k: v.to(self.device) for k, v in enc.items()}
         torch.manual_seed(queries[0].seed)
         with torch.no_grad():
-            out = self.lm.generate(**enc, pad_token_id=pad, **self.generate_kwargs(params))
+            room = params.room(int(enc["input_ids"].shape[1]))
+            if room == 0:  # the longest prompt fills max_model_len: answer one at a time
+                return [self.generate_one(q, params) for q in queries]
+            out = self.lm.generate(**enc, pad_token_id=pad, **self.generate_kwargs(params, room))
         width = enc["input_ids"].shape[1]
         latency = (time.perf_counter() - start) / len(queries)
         eos = self.tokenizer.eos_token_id

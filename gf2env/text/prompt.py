@@ -174,7 +174,8 @@ def check_prompt_id(prompt_id: str, key: str = "prompt_id") -> str:
 
 @dataclass(frozen=True)
 class Prompt:
-    """A rendered step: ``text``, its ``prompt_id`` and the ``answer_offset`` of its indices."""
+    """A rendered step: ``text``, its ``prompt_id`` and the ``answer_offset`` of its indices;
+    ``system`` is the system message (``""``: none, for models whose template has no system role)."""
 
     prompt_id: str
     text: str
@@ -182,8 +183,9 @@ class Prompt:
     system: str = SYSTEM_PROMPT
 
     def messages(self) -> list[dict[str, str]]:
-        """The chat form: a system message and the prompt as the user's."""
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.text}]
+        """The chat form: the system message (when there is one) and the prompt as the user's."""
+        system = [{"role": "system", "content": self.system}] if self.system else []
+        return [*system, {"role": "user", "content": self.text}]
 
     def completion(self) -> str:
         """The plain completion form, for base models: the prompt, then the start of a solution."""

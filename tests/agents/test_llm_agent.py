@@ -129,3 +129,23 @@ def test_gf2_eval_with_the_offline_vllm_engine(tmp_path):
     assert all(0 < x["completion_tokens"] <= 8 and x["prompt_tokens"] > len(x["prompt"]) for x in lines)
     assert len({x["seed"] for x in lines}) == 12 and len(read_results_csv(out / "results.csv")) == 6
     assert f"{model}: 12 queries asked (12 ok, 0 failed)" in run.stdout
+
+
+def test_all_depths_are_asked_together_with_a_per_query_bar_and_no_system_message(server, tmp_path):
+    cmd = [sys.executable, "-m", "gf2env", "eval", "--agent", "openai", "--base-url", f"{server.url}/ok",
+           "--model", "tiny", "--depths", "0,2,5", "--trials", "3", "--p", "6", "--d", "3", "--K", "4",
+           "--system", "none", "--out", str(tmp_path), "--no-plots"]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "9/9" in run.stderr and "query" in run.stderr  # one bar over the queries of all depths
+    assert all([m["role"] for m in b["messages"]] == ["user"] for b in server.bodies)
+    log = [json.loads(line) for line in (tmp_path / "queries.jsonl").read_text().splitlines()]
+    assert {e["system"] for e in log} == {""}
+
+
+def test_max_model_len_needs_a_server_that_counts_tokens(server, tmp_path):
+    cmd = [sys.executable, "-m", "gf2env", "eval", "--agent", "openai", "--base-url", f"{server.url}/ok",
+           "--model", "tiny", "--depths", "0", "--trials", "1", "--max-model-len", "4096",
+           "--out", str(tmp_path), "--quiet", "--no-plots"]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "has no /tokenize" in run.stderr, run.stderr

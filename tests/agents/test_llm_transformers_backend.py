@@ -105,3 +105,20 @@ def test_a_stop_string_ends_generation_where_it_first_appears(backend):
         assert out.text == free.text[:at] and out.finish_reason == "stop", (batch_size, out, free)
         if batch_size == 1:  # generation stopped, not just the text cut (a batch runs to its longest row)
             assert out.completion_tokens < free.completion_tokens
+
+
+def test_max_model_len_cuts_max_tokens_to_what_the_prompt_leaves(backend):
+    rec = generate_record(TaskConfig(n=2, K=3), 0, 0, seed=1)
+    prompt = render_prompt("compact-v1", rec.prefix, rec.address, rec.payload, rec.labels, n=2, p=12, d=4)
+    free = answers(backend, [Query("a", prompt, 7)], SamplingParams(temperature=1.0, max_tokens=24))["a"]
+    length = free.prompt_tokens
+    for limit, room in ((length + 3, 3), (length, 0), (length - 9, 0)):
+        params = SamplingParams(temperature=1.0, max_tokens=24, max_model_len=limit)
+        for batch_size in (1, 2):
+            backend.batch_size = batch_size
+            try:
+                out = answers(backend, [Query("a", prompt, 7), Query("b", prompt, 8)], params)["a"]
+            finally:
+                backend.batch_size = 1
+            assert out.completion_tokens <= room and out.error is None, (limit, batch_size, out)
+            assert out.finish_reason == "length" or (room and out.finish_reason == "stop"), out

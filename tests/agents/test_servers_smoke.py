@@ -105,9 +105,23 @@ def test_vllm_server_answers_chat_and_completions_then_stops(tmp_path, smollm2):
         assert run.returncode == 0, run.stderr
         lines = [json.loads(x) for x in (tmp_path / "tools" / "queries.jsonl").read_text().splitlines()]
         assert len(lines) == 8 and all(x["status"] == "ok" for x in lines)
-        assert all(x["tool_prompt_id"] == "tools-v1" for x in lines)
+        assert all(x["tool_prompt_id"] == "tools-v2" for x in lines)
         assert all(x["tool_use"] in TOOL_USE_CLASSES and len(x["turns"]) >= 1 for x in lines)
         assert all(c in run.stdout for c in TOOL_USE_CLASSES)  # the tool-usage table
+
+        # --max-model-len: each prompt counted by the server's /tokenize, max tokens cut to what is left;
+        # a prompt that fills the context is answered cut off (finish "length"), never refused.
+        plain = [json.loads(x) for x in (out / "queries.jsonl").read_text().splitlines()]
+        shortest = min(x["prompt_tokens"] for x in plain)  # the same prompts are asked again
+        tight = [*cmd[: cmd.index("--out")], "--max-model-len", str(shortest + 5),
+                 "--out", str(tmp_path / "tight"), "--quiet", "--no-plots"]  # fmt: skip
+        run = subprocess.run(tight, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        lines = [json.loads(x) for x in (tmp_path / "tight" / "queries.jsonl").read_text().splitlines()]
+        assert len(lines) == 8 and all(x["status"] == "ok" for x in lines)
+        for x in lines:
+            assert x["completion_tokens"] <= max(0, shortest + 5 - x["prompt_tokens"]), x
+        assert any(x["completion_tokens"] == 0 and x["finish_reason"] == "length" for x in lines)
         pid = server.pid
     assert not group_alive(pid)
 
