@@ -1,5 +1,7 @@
 """Tool mode: the model writes Python, the sandbox runs it on the record, the output comes back.
 
+One idea: a tool episode (what the model is told, when a reply runs, when it ends, how it is counted).
+
 A tool episode for one query (instructions ``tools-v2``):
 
 1. The model gets the step's prompt, with the tool instructions added to the system message: the
