@@ -27,15 +27,13 @@ class BadResponseError(Exception):
     """A server answered, but not with a usable completion."""
 
 
-def request_body(
-    query: Query, params: SamplingParams, model: str, max_tokens: int | None = None
-) -> dict[str, Any]:
-    """The JSON body of an OpenAI-compatible request for ``query`` (``max_tokens``: a cut limit)."""
+def request_body(query: Query, params: SamplingParams, model: str) -> dict[str, Any]:
+    """The JSON body of an OpenAI-compatible request for ``query``."""
     body: dict[str, Any] = {
         "model": model,
         "temperature": params.temperature,
         "top_p": params.top_p,
-        "max_tokens": params.max_tokens if max_tokens is None else max_tokens,
+        "max_tokens": params.max_tokens,
         "seed": query.seed,
         "n": 1,
     }
