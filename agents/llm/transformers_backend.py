@@ -78,12 +78,12 @@ class TransformersBackend(Backend):
             query.key, text, int(ids.shape[1]), int(len(new)), finish, time.perf_counter() - start
         )
 
-    def generate_kwargs(self, params: SamplingParams, room: int | None = None) -> dict[str, Any]:
-        """``generate``'s sampling arguments (``room``: new tokens allowed, default ``max_tokens``);
+    def generate_kwargs(self, params: SamplingParams, room: int) -> dict[str, Any]:
+        """``generate``'s sampling arguments (``room``: the new tokens allowed, :meth:`SamplingParams.room`);
         stop strings end generation (``stop_strings``)."""
         sample = params.temperature > 0
         kwargs: dict[str, Any] = {
-            "max_new_tokens": params.max_tokens if room is None else room,
+            "max_new_tokens": room,
             "do_sample": sample,
             "temperature": params.temperature if sample else None,
             "top_p": params.top_p if sample else None,
@@ -112,11 +112,11 @@ class TransformersBackend(Backend):
         finally:
             self.tokenizer.padding_side = side
         enc = {k: v.to(self.device) for k, v in enc.items()}
+        room = params.room(int(enc["input_ids"].shape[1]))
+        if room == 0:  # the longest prompt fills max_model_len: answer one at a time
+            return [self.generate_one(q, params) for q in queries]
         torch.manual_seed(queries[0].seed)
         with torch.no_grad():
-            room = params.room(int(enc["input_ids"].shape[1]))
-            if room == 0:  # the longest prompt fills max_model_len: answer one at a time
-                return [self.generate_one(q, params) for q in queries]
             out = self.lm.generate(**enc, pad_token_id=pad, **self.generate_kwargs(params, room))
         width = enc["input_ids"].shape[1]
         latency = (time.perf_counter() - start) / len(queries)
