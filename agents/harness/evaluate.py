@@ -57,12 +57,13 @@ def evaluate(
 ) -> Evaluation:
     """Every agent on every cell: one row per agent × record (``gf2env.report.results.RESULT_COLUMNS``)."""
     out = Evaluation()
-    if any(isinstance(agent, AsksAhead) for agent in agents):
+    ahead = [agent for agent in agents if isinstance(agent, AsksAhead)]
+    if ahead:
         cells = list(cells)
-        for agent in agents:
-            if isinstance(agent, AsksAhead):
-                ok = [c for c in cells if agent.supports(c.batch.p, c.batch.d, c.batch.K, c.batch.g)]
-                agent.prepare(ok, progress)
+    for early in ahead:
+        early.prepare(
+            [c for c in cells if early.supports(c.batch.p, c.batch.d, c.batch.K, c.batch.g)], progress
+        )
     bar = tqdm(total=total, unit="rec", desc="records", disable=not progress)
     for cell in cells:
         b = cell.batch
