@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from agents.models.catalog import MODELS, MODELS_DIR_ENV, is_fetched, model_path, model_source, models_dir
+from agents.models.catalog import MODELS, MODELS_DIR_ENV, is_fetched, model_path, models_dir
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -27,7 +27,6 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_path(args: argparse.Namespace) -> int:
-    model_source(args.name)
     path = model_path(args.name, args.dir)
     if not is_fetched(args.name, args.dir):
         print(f"{args.name} is not fetched; run: gf2 models fetch {args.name}")
