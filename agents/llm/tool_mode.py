@@ -255,10 +255,14 @@ class ToolEpisode:
 
 def start_episode(query: Query, view: dict[str, Any]) -> ToolEpisode:
     """The first turn of a tool episode: the prompt with the tool instructions in the system message."""
-    tools = tool_instructions(query.prompt.answer_offset, int(view["d"]) - 1)
+    episode = ToolEpisode(query, view, [])
+    tools = tool_instructions(query.prompt.answer_offset, episode.k)
     system = f"{query.prompt.system}\n\n{tools}" if query.prompt.system else tools
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": query.prompt.text}]
-    return ToolEpisode(query, view, messages)
+    episode.messages += [
+        {"role": "system", "content": system},
+        {"role": "user", "content": query.prompt.text},
+    ]
+    return episode
 
 
 def turn_seed(seed: int, turn: int) -> int:
