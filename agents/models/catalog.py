@@ -9,6 +9,7 @@ folder ``models_dir() / name``.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,37 +121,53 @@ def model_path(name: str, root: Path | None = None) -> Path:
 
 
 def is_fetched(name: str, root: Path | None = None) -> bool:
-    """Whether ``name`` has been fetched and converted completely (its manifest is written last)."""
-    return (model_path(name, root) / MANIFEST).is_file()
+    """Whether ``name`` has been fetched and converted completely, in the current folder format."""
+    return is_current(model_path(name, root))
+
+
+def is_current(folder: Path) -> bool:
+    """Whether ``folder`` holds a whole conversion (its manifest is written last) of today's format."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("folder_format") == FOLDER_FORMAT
 
 
 #: Written last into a fetched model's folder: what it was made from (source, sha256, versions).
 MANIFEST = "gf2env-model.json"
+#: The converted folder's format, in its manifest; a folder of another one is converted again.
+#: 2: config.json names the model class in ``architectures`` (vLLM loads Gemma 3 by it).
+FOLDER_FORMAT = 2
 
 
 def resolve_model(model: str) -> str:
     """What a model name means wherever gf2env loads a model locally.
 
-    An existing path stays as it is (any local Hugging Face folder), a catalog name becomes the
-    folder it was fetched to, and anything else is passed on unchanged (a hub id, for machines
-    that reach a hub). A catalog name not fetched yet is a :class:`ModelError` naming the command.
+        An existing path stays as it is (any local Hugging Face folder), a catalog name becomes the
+        folder it was fetched to, and anything else is passed on unchanged (a hub id, for machines
+        that reach a hub). A catalog name not fetched yet (or converted in an older folder format) is a
+    :class:`ModelError` naming the command.
     """
     if Path(model).expanduser().exists() or model not in MODELS:
         return model
     if not is_fetched(model):
         raise ModelError(
-            f"Model {model!r} is not fetched yet (looked in {model_path(model)}); "
+            f"Model {model!r} is not fetched yet, or was converted by an older gf2env (looked in "
+            f"{model_path(model)}); "
             f"run `gf2 models fetch {model}` first (set {MODELS_DIR_ENV} to keep models elsewhere)."
         )
     return str(model_path(model))
 
 
 __all__ = [
+    "FOLDER_FORMAT",
     "MANIFEST",
     "MODELS",
     "MODELS_DIR_ENV",
     "ModelError",
     "ModelSource",
+    "is_current",
     "is_fetched",
     "model_path",
     "model_source",

@@ -2,10 +2,12 @@
 
 transformers reads a GGUF file (it dequantises the weights as it loads them) but will not
 ``save_pretrained`` the result. The weights of the loaded model are plain tensors, though, so the
-folder is written piece by piece: the config without its GGUF ``quantization_config``, the
-generation config, the tokenizer (with its chat template) and the weights as one bfloat16
-safetensors file. Tied weights are stored once, under the first name the model gives them (the input
-embedding, not ``lm_head``): vLLM loads a tied model from its embedding and ignores ``lm_head``.
+folder is written piece by piece: the config without its GGUF ``quantization_config`` and with
+the model's class in ``architectures`` (vLLM chooses its model by it: without one, Gemma 3 would
+load as an embedding model), the generation config, the tokenizer (with its chat template) and
+the weights as one bfloat16 safetensors file. Tied weights are stored once, under the first name
+the model gives them (the input embedding, not ``lm_head``): vLLM loads a tied model from its
+embedding and ignores ``lm_head``.
 Needs the ``models`` extra (gguf, transformers, torch).
 """
 
@@ -43,6 +45,7 @@ def convert_gguf(gguf: Path, out: Path) -> dict[str, str]:
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     config.dtype = torch.bfloat16
+    config.architectures = [type(model).__name__]
     out.mkdir(parents=True)
     config.save_pretrained(out)
     model.generation_config.save_pretrained(out)

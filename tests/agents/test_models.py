@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from agents.models import MODELS, ModelError, resolve_model
-from agents.models.catalog import MANIFEST, MODELS_DIR_ENV
+from agents.models.catalog import FOLDER_FORMAT, MANIFEST, MODELS_DIR_ENV
 from agents.models.fetch import fetch_model
 from tests.paths import REPO
 
@@ -44,6 +44,18 @@ def test_resolve_model_keeps_paths_and_hub_ids_and_names_the_fetch(tmp_path, mon
     assert resolve_model("Qwen/Qwen3-8B") == "Qwen/Qwen3-8B"  # a hub id, for machines with a hub
     with pytest.raises(ModelError, match="gf2 models fetch gemma-3-270m"):
         resolve_model("gemma-3-270m")
+
+
+def test_a_conversion_of_an_older_folder_format_counts_as_not_fetched(tmp_path, monkeypatch):
+    """A folder converted before config.json named its model class is converted again, not served."""
+    monkeypatch.setenv(MODELS_DIR_ENV, str(tmp_path))
+    folder = tmp_path / "gemma-3-270m"
+    folder.mkdir()
+    (folder / MANIFEST).write_text(json.dumps({"name": "gemma-3-270m", "dtype": "bfloat16"}))
+    with pytest.raises(ModelError, match="older gf2env.*gf2 models fetch gemma-3-270m"):
+        resolve_model("gemma-3-270m")
+    (folder / MANIFEST).write_text(json.dumps({"name": "gemma-3-270m", "folder_format": FOLDER_FORMAT}))
+    assert resolve_model("gemma-3-270m") == str(folder)
 
 
 def test_unknown_name_is_refused_with_the_catalog():
@@ -121,6 +133,9 @@ def test_fetch_killed_midway_resumes_without_downloading_again(tmp_path, smollm2
     folder = Path(second.stdout.strip())
     manifest = json.loads((folder / MANIFEST).read_text())
     assert manifest["gguf_sha256"] == SMOLLM2.sha256 and manifest["dtype"] == "bfloat16"
+    assert manifest["folder_format"] == FOLDER_FORMAT
+    # vLLM picks its model class by name: without one it would guess (Gemma 3: an embedding model)
+    assert json.loads((folder / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
     assert not work.exists()  # the download is removed once the model is converted
     again = gf2("models", "fetch", SMOLLM2.name, env=env, capture_output=True, timeout=60)
     assert again.stdout == second.stdout and again.stderr == ""  # fetched: nothing done twice
