@@ -44,12 +44,24 @@ class ModelSource:
     licence: str
     chat: bool  # an instruct model with a chat template (else: a base model, use the completions API)
     note: str = ""
+    #: a chat template for a model whose GGUF file holds none (the folder gets it, so that the chat
+    #: API, tool mode and chat-format training work); empty: the GGUF's own, or none
+    chat_template: str = ""
 
     @property
     def api(self) -> str:
         """The ``gf2 eval --api`` this model is meant for."""
         return "chat" if self.chat else "completions"
 
+
+#: Gemma's turn format (``<start_of_turn>user`` / ``model`` ... ``<end_of_turn>``), whose tokens the
+#: base model's vocabulary holds; Gemma has no system role, so a system message is a user turn.
+GEMMA_TURNS = (
+    "{{ bos_token }}{% for message in messages %}"
+    "<start_of_turn>{{ 'model' if message['role'] == 'assistant' else 'user' }}\n"
+    "{{ message['content'] | trim }}<end_of_turn>\n"
+    "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
 
 MODELS: dict[str, ModelSource] = {
     m.name: m
@@ -80,6 +92,8 @@ MODELS: dict[str, ModelSource] = {
             parameters="268M",
             licence="Gemma Terms of Use",
             chat=False,
+            note="a base model: the completions API; the chat API (tool mode) uses Gemma's turns",
+            chat_template=GEMMA_TURNS,
         ),
         ModelSource(
             name="qwen2.5-coder-1.5b-instruct",
@@ -137,7 +151,8 @@ def is_current(folder: Path) -> bool:
 #: Written last into a fetched model's folder: what it was made from (source, sha256, versions).
 MANIFEST = "gf2env-model.json"
 #: The converted folder's format, in its manifest; a folder of another one is converted again.
-#: 2: config.json names the model class in ``architectures`` (vLLM loads Gemma 3 by it).
+#: 2: config.json names the model class in ``architectures`` (vLLM loads Gemma 3 by it); a catalog
+#: ``chat_template`` is written where the GGUF file has none.
 FOLDER_FORMAT = 2
 
 

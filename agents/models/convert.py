@@ -4,10 +4,10 @@ transformers reads a GGUF file (it dequantises the weights as it loads them) but
 ``save_pretrained`` the result. The weights of the loaded model are plain tensors, though, so the
 folder is written piece by piece: the config without its GGUF ``quantization_config`` and with
 the model's class in ``architectures`` (vLLM chooses its model by it: without one, Gemma 3 would
-load as an embedding model), the generation config, the tokenizer (with its chat template) and
-the weights as one bfloat16 safetensors file. Tied weights are stored once, under the first name
-the model gives them (the input embedding, not ``lm_head``): vLLM loads a tied model from its
-embedding and ignores ``lm_head``.
+load as an embedding model), the generation config, the tokenizer (with its chat template, or the
+catalog's where the GGUF file has none) and the weights as one bfloat16 safetensors file. Tied
+weights are stored once, under the first name the model gives them (the input embedding, not
+``lm_head``): vLLM loads a tied model from its embedding and ignores ``lm_head``.
 Needs the ``models`` extra (gguf, transformers, torch).
 """
 
@@ -19,8 +19,10 @@ from pathlib import Path
 from agents.models.catalog import ModelError
 
 
-def convert_gguf(gguf: Path, out: Path) -> dict[str, str]:
-    """Write ``gguf`` as a bfloat16 Hugging Face folder at ``out``; returns the versions used."""
+def convert_gguf(gguf: Path, out: Path, chat_template: str = "") -> dict[str, str]:
+    """Write ``gguf`` as a bfloat16 Hugging Face folder at ``out``; returns the versions used.
+
+    ``chat_template`` is given to a tokenizer that has none (a base model's GGUF file)."""
     try:
         import torch
         from safetensors.torch import save_file
@@ -40,6 +42,8 @@ def convert_gguf(gguf: Path, out: Path) -> dict[str, str]:
     hf_logging.set_verbosity_error()  # its note on packed GGUF kernels is about inference, not this copy
     folder, name = str(gguf.parent), gguf.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    if chat_template and not tokenizer.chat_template:
+        tokenizer.chat_template = chat_template
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
     config = model.config
     if hasattr(config, "quantization_config"):

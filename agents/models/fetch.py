@@ -75,7 +75,7 @@ def fetch_model(
             say(f"converting {source.gguf_file} to a bfloat16 Hugging Face folder ...")
             partial = work / "converted.partial"
             shutil.rmtree(partial, ignore_errors=True)
-            versions = convert_gguf(gguf, partial)
+            versions = convert_gguf(gguf, partial, source.chat_template)
             _write_manifest(partial, source, versions, time.perf_counter() - start)
             if final.exists():  # a leftover without a manifest, or an older conversion
                 shutil.rmtree(final)

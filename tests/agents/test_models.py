@@ -58,6 +58,26 @@ def test_a_conversion_of_an_older_folder_format_counts_as_not_fetched(tmp_path, 
     assert resolve_model("gemma-3-270m") == str(folder)
 
 
+def test_gemma_turns_render_a_conversation_whose_prompt_prefixes_its_reply():
+    """The chat template given to Gemma's base model: turns, a system message as a user turn, and a
+    generation prompt that the same conversation with its reply continues (what SFT and vLLM need)."""
+    import jinja2
+
+    from agents.models.catalog import GEMMA_TURNS
+
+    assert MODELS["gemma-3-270m"].chat_template == GEMMA_TURNS and not SMOLLM2.chat_template
+    template = jinja2.Environment().from_string(GEMMA_TURNS)
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2? "}]
+    prompt = template.render(messages=chat, bos_token="<bos>", add_generation_prompt=True)
+    assert prompt == (
+        "<bos><start_of_turn>user\nBe brief.<end_of_turn>\n"
+        "<start_of_turn>user\n2+2?<end_of_turn>\n<start_of_turn>model\n"
+    )
+    replied = chat + [{"role": "assistant", "content": "4"}]
+    whole = template.render(messages=replied, bos_token="<bos>", add_generation_prompt=False)
+    assert whole == prompt + "4<end_of_turn>\n"
+
+
 def test_unknown_name_is_refused_with_the_catalog():
     done = gf2("models", "path", "smollm3", env={}, capture_output=True)
     assert done.returncode == 2 and "smollm2-135m-instruct" in done.stderr
