@@ -159,18 +159,18 @@ FOLDER_FORMAT = 2
 def resolve_model(model: str) -> str:
     """What a model name means wherever gf2env loads a model locally.
 
-        An existing path stays as it is (any local Hugging Face folder), a catalog name becomes the
-        folder it was fetched to, and anything else is passed on unchanged (a hub id, for machines
-        that reach a hub). A catalog name not fetched yet (or converted in an older folder format) is a
-    :class:`ModelError` naming the command.
+    An existing path stays as it is (any local Hugging Face folder), a catalog name becomes the
+    folder it was fetched to, and anything else is passed on unchanged (a hub id, for machines
+    that reach a hub). A catalog name not fetched yet (or converted in an older folder format) is
+    a :class:`ModelError` naming the command.
     """
     if Path(model).expanduser().exists() or model not in MODELS:
         return model
     if not is_fetched(model):
         raise ModelError(
             f"Model {model!r} is not fetched yet, or was converted by an older gf2env (looked in "
-            f"{model_path(model)}); "
-            f"run `gf2 models fetch {model}` first (set {MODELS_DIR_ENV} to keep models elsewhere)."
+            f"{model_path(model)}); run `gf2 models fetch {model}` first (set {MODELS_DIR_ENV} to "
+            "keep models elsewhere)."
         )
     return str(model_path(model))
 
