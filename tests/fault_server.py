@@ -8,6 +8,8 @@ output it replies with the last boxed answer of that output (after an error, it 
 ``solver-buggy`` starts with code that fails; ``solver-cut`` starts with a reply cut off by
 ``max_tokens`` inside its code block (finish reason ``length``); ``solver-bare`` answers with the
 bare list until it is asked for the box; ``truncating`` is always cut off inside its code block.
+Stop strings in a request end every reply as vLLM ends it: cut before the first one, finish reason
+``stop`` and that string as ``stop_reason`` (``null`` otherwise).
 ``tests/conftest.py`` serves it as the ``server`` fixture.
 """
 
@@ -97,13 +99,19 @@ class Handler(BaseHTTPRequestHandler):
             text, finish = f"answer \\boxed{{[{body['seed'] % 7}, 8, 9]}}", "stop"
             if base in ("solver", "solver-buggy", "solver-cut", "solver-bare", "truncating"):
                 text, finish = solver_reply(body["messages"], base)
+            hits = sorted((text.index(s), s) for s in body.get("stop") or () if s in text)
+            stop_reason = None
+            if hits:
+                text, finish, stop_reason = text[: hits[0][0]], "stop", hits[0][1]
             choice = (
                 {"message": {"role": "assistant", "content": text}} if "messages" in body else {"text": text}
             )
             usage = {"prompt_tokens": 11, "completion_tokens": 7}
-            self._send(
-                200, json.dumps({"choices": [{**choice, "finish_reason": finish}], "usage": usage}).encode()
-            )
+            reply = {
+                "choices": [{**choice, "finish_reason": finish, "stop_reason": stop_reason}],
+                "usage": usage,
+            }
+            self._send(200, json.dumps(reply).encode())
 
     def _send(self, status: int, payload: bytes) -> None:
         with self.server.lock:

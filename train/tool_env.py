@@ -55,7 +55,7 @@ class GF2ToolEnvironment:
     Args:
         sandbox: where ``run_python`` runs (default: ``Sandbox()``, which refuses to start where
             bubblewrap cannot run).
-        prompt_id: the prompt of the step (``paper-v1`` or ``compact-v1``).
+        prompt_id: the prompt of the step (one of :data:`gf2env.text.prompt.PROMPT_IDS`).
         max_tool_calls: ``run_python`` calls a rollout may make (the paper: 1 + 10 revisions).
         depths, p, d, K, sampling, seed: how ``reset()`` draws a step when the row has no record.
     """

@@ -15,6 +15,7 @@ from gf2env.cli import int_list, n_arg
 from gf2env.errors import GF2ConfigError
 from gf2env.oracle import SAMPLING_MODES
 from gf2env.settings import PER_DEPTH
+from gf2env.text.prompt import PROMPT_IDS
 
 if TYPE_CHECKING:
     from agents.harness.compare import CompareConfig
@@ -199,7 +200,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("--label", help="agent name in the results (default: the model)")
     ev.add_argument("--api", choices=("chat", "completions"), default="chat")
-    ev.add_argument("--prompt", default="paper-v1", help="prompt id: paper-v1 or compact-v1")
+    ev.add_argument(
+        "--prompt", default="paper", help="prompt id: " + ", ".join(PROMPT_IDS) + " (paper: the paper's own)"
+    )
     ev.add_argument("--samples", type=int, default=1, help="answers a record (each its own seed)")
     ev.add_argument("--temperature", type=float, default=0.6)
     ev.add_argument("--top-p", type=float, default=0.95)

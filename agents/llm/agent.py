@@ -8,7 +8,7 @@ record) and is what a ``gf2 compare`` config lists next to estimator names::
       - B
       - llm: {name: qwen3-8b, backend: vllm, model: Qwen/Qwen3-8B,
               base_url: [http://127.0.0.1:8000, http://127.0.0.1:8001],
-              prompt: paper-v1, temperature: 0.6, max_tokens: 32768, samples: 1}
+              prompt: paper, temperature: 0.6, max_tokens: 32768, samples: 1}
 
 :class:`LLMAgent` (or :class:`VLLMServerPolicy`, the same for OpenAI-compatible servers) has the
 estimators' ``name`` / ``check`` / ``supports`` / ``answer(cell, rng)``, so
@@ -53,7 +53,7 @@ class LLMSpec:
         backend: one of :data:`LLM_BACKENDS`.
         base_urls: server roots, one per replica (served backends only).
         name: the agent's name in results (default: ``model``).
-        prompt_id: ``paper-v1`` or ``compact-v1``.
+        prompt_id: one of :data:`gf2env.text.prompt.PROMPT_IDS` (``paper``: the paper's own).
         api: ``chat`` (``/v1/chat/completions``) or ``completions`` (plain prompt, base models).
         samples: answers asked a record, each with its own seed.
         sampling: temperature, top-p, max tokens, stop strings.

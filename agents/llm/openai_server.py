@@ -46,8 +46,10 @@ def request_body(query: Query, params: SamplingParams, model: str) -> dict[str, 
     return body
 
 
-def parse_response(payload: Any, api: str) -> tuple[str, int | None, int | None, str | None]:
-    """(text, prompt tokens, completion tokens, finish reason) from a response body, or BadResponseError."""
+def parse_response(payload: Any, api: str) -> tuple[str, int | None, int | None, str | None, str | None]:
+    """(text, prompt tokens, completion tokens, finish reason, stop string) from a response body, or
+    BadResponseError. The stop string is vLLM's ``stop_reason`` when a stop string ended the reply (a
+    token id there, or a server without the field, gives ``None``)."""
     try:
         choice = payload["choices"][0]
         text = choice["message"]["content"] if api == "chat" else choice["text"]
@@ -56,7 +58,15 @@ def parse_response(payload: Any, api: str) -> tuple[str, int | None, int | None,
         if not isinstance(text, str):
             raise TypeError(f"text is {type(text).__name__}")
         usage = payload.get("usage") or {}
-        return text, usage.get("prompt_tokens"), usage.get("completion_tokens"), choice.get("finish_reason")
+        stop = choice.get("stop_reason")
+        stop_reason = stop if isinstance(stop, str) else None
+        return (
+            text,
+            usage.get("prompt_tokens"),
+            usage.get("completion_tokens"),
+            choice.get("finish_reason"),
+            stop_reason,
+        )
     except (KeyError, IndexError, TypeError, AttributeError) as err:
         raise BadResponseError(f"not a {api} completion ({type(err).__name__}: {err})") from None
 
@@ -151,9 +161,9 @@ class OpenAICompatibleBackend(Backend):
                         payload = response.json()
                     except json.JSONDecodeError:
                         raise BadResponseError(f"body is not JSON: {response.text[:200]!r}") from None
-                    text, p_tok, c_tok, finish = parse_response(payload, query.api)
+                    text, p_tok, c_tok, finish, stop = parse_response(payload, query.api)
                     return Completion(
-                        query.key, text, p_tok, c_tok, finish, latency, attempt + 1, url, None, errors
+                        query.key, text, p_tok, c_tok, finish, latency, attempt + 1, url, None, errors, stop
                     )
                 except (httpx.TransportError, BadResponseError) as err:
                     errors.append(f"{type(err).__name__}: {err}"[:500])

@@ -106,6 +106,7 @@ class Completion:
     server: str | None = None
     error: str | None = None
     errors: list[str] = field(default_factory=list)
+    stop_reason: str | None = None  # the stop string that ended the reply, where the backend says so
 
 
 Callback = Callable[[Completion], None]

@@ -87,7 +87,13 @@ def log_entry(
 ) -> dict[str, Any]:
     """The JSON line of one answered (or failed) query (``extra``: e.g. a tool episode's turns)."""
     rec = planned.record
-    score = score_answer(completion.text, rec.target, rec.p, planned.query.prompt.answer_offset)
+    score = score_answer(
+        completion.text,
+        rec.target,
+        rec.p,
+        planned.query.prompt.answer_offset,
+        stopped_by=completion.stop_reason,
+    )
     return {
         "key": planned.query.key,
         "status": "error" if completion.error else "ok",
@@ -106,7 +112,7 @@ def log_entry(
         "sample": planned.sample, "seed": planned.query.seed,
         "params": params.to_dict(),
         "prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
-        "finish_reason": completion.finish_reason,
+        "finish_reason": completion.finish_reason, "stop_reason": completion.stop_reason,
         "latency_s": round(completion.latency_s, 4), "attempts": completion.attempts,
         "error": completion.error, "errors": completion.errors,
         **(extra or {}),

@@ -212,7 +212,7 @@ class ToolEpisode:
         """One of :data:`OUTCOMES` (see the module docs)."""
         if self.error:
             return "error"
-        if has_answer(self.final_text):
+        if has_answer(self.final_text + (self.final_stop or "")):
             return "answer"
         return "truncated" if self.turns and self.turns[-1]["cut_off"] is not None else "no_answer"
 
@@ -220,7 +220,7 @@ class ToolEpisode:
         """Choose the final answer by the module's precedence."""
         self.done = True
         last = self.turns[-1]
-        if last["code"] is None and has_answer(last["response"]):
+        if last["code"] is None and has_answer(last["response"] + (last.get("stop_reason") or "")):
             self.final_text, self.answer_source = last["response"], "reply"
             return
         for turn in reversed(self.turns):
@@ -236,7 +236,14 @@ class ToolEpisode:
             self.query.key, "" if self.error else self.final_text, self.prompt_tokens, self.completion_tokens,
             self.turns[-1]["finish_reason"] if self.turns else None, self.latency_s, len(self.turns),
             self.server, self.error, self.errors,
+            self.final_stop,
         )  # fmt: skip
+
+    @property
+    def final_stop(self) -> str | None:
+        """The stop string that ended the reply the final answer is from (``None``: none did, or the
+        answer is the sandbox's output); the scorer puts it back (``score_answer(stopped_by=)``)."""
+        return self.turns[-1].get("stop_reason") if self.turns and self.answer_source == "reply" else None
 
     def summary(self) -> dict[str, Any]:
         """What the log records about the episode besides the final text."""
@@ -370,12 +377,12 @@ def run_tool_episodes(
             code = None if cut == "code" else extract_code(reply.text)  # an unclosed block is incomplete
             episode.turns.append(
                 {"response": reply.text, "code": code, "sandbox": None, "finish_reason": reply.finish_reason,
-                 "cut_off": cut}
+                 "stop_reason": reply.stop_reason, "cut_off": cut}
             )  # fmt: skip
             episode.messages.append({"role": "assistant", "content": reply.text})
             if code is not None:
                 jobs.append((episode, code))
-            elif left == 0 or has_answer(reply.text):
+            elif left == 0 or has_answer(reply.text + (reply.stop_reason or "")):
                 episode.finish()
                 on_done(episode)
             else:

@@ -72,11 +72,12 @@ class TransformersBackend(Backend):
             )
         new = out[0, ids.shape[1] :]
         eos = self.tokenizer.eos_token_id
-        text, stopped = cut_at_stop(self.tokenizer.decode(new, skip_special_tokens=True), params.stop)
-        finish = "stop" if stopped or (len(new) and int(new[-1]) == eos) else "length"
+        text, stop = cut_at_stop(self.tokenizer.decode(new, skip_special_tokens=True), params.stop)
+        finish = "stop" if stop is not None or (len(new) and int(new[-1]) == eos) else "length"
         return Completion(
-            query.key, text, int(ids.shape[1]), int(len(new)), finish, time.perf_counter() - start
-        )
+            query.key, text, int(ids.shape[1]), int(len(new)), finish, time.perf_counter() - start,
+            stop_reason=stop,
+        )  # fmt: skip
 
     def generate_kwargs(self, params: SamplingParams, room: int) -> dict[str, Any]:
         """``generate``'s sampling arguments (``room``: the new tokens allowed, :meth:`SamplingParams.room`);
@@ -129,10 +130,12 @@ class TransformersBackend(Backend):
                 new, finish = new[: new.index(eos) + 1], "stop"
             while new and pad != eos and new[-1] == pad:  # a row stopped early, padded to the longest
                 new.pop()
-            text, stopped = cut_at_stop(self.tokenizer.decode(new, skip_special_tokens=True), params.stop)
-            finish = "stop" if stopped else finish
+            text, stop = cut_at_stop(self.tokenizer.decode(new, skip_special_tokens=True), params.stop)
+            finish = "stop" if stop is not None else finish
             prompt_tokens = int(enc["attention_mask"][i].sum())
-            completions.append(Completion(query.key, text, prompt_tokens, len(new), finish, latency))
+            completions.append(
+                Completion(query.key, text, prompt_tokens, len(new), finish, latency, stop_reason=stop)
+            )
         return completions
 
     async def run(self, queries: Sequence[Query], params: SamplingParams, on_result: Callback) -> None:
@@ -147,10 +150,14 @@ class TransformersBackend(Backend):
             await asyncio.sleep(0)
 
 
-def cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
-    """``text`` up to the first stop string in it (left out, as servers do), and whether one was."""
-    at = min((text.index(s) for s in stops if s in text), default=None)
-    return (text, False) if at is None else (text[:at], True)
+def cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, str | None]:
+    """``text`` up to the first stop string in it (left out, as servers do), and that string
+    (``None`` when none is in it)."""
+    found = [(text.index(s), s) for s in stops if s in text]
+    if not found:
+        return text, None
+    at, stop = min(found, key=lambda hit: (hit[0], -len(hit[1])))
+    return text[:at], stop
 
 
 __all__ = ["TransformersBackend", "cut_at_stop"]

@@ -75,6 +75,7 @@ class VLLMEngineBackend(Backend):
                     choice.finish_reason,
                     latency,
                     server="vllm.LLM",
+                    stop_reason=choice.stop_reason if isinstance(choice.stop_reason, str) else None,
                 )
         return [out[q.key] for q in queries]
 

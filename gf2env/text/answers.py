@@ -15,7 +15,8 @@ Grammar (what :func:`extract_answer` accepts), in order of application:
    counts). Empty boxes are ignored.
 3. **Strict** answers are boxes whose content is a bracketed list: ``\\boxed{[13, 14, 16]}``, with
    any spacing (``\\boxed{ [13,14,16] }``), optional ``$`` around the content, and
-   ``\\left[ ... \\right]``.
+   ``\\left[ ... \\right]``; and the form the paper's prompt asks for, a bracketed list straight
+   after ``\\boxed`` whose items may be braced: ``\\boxed[{13}, {14}, {16}]``, ``\\boxed[13, 14, 16]``.
 4. **Lenient** answers are used only when the reply has no strict box: any other non-empty box
    (``\\boxed{13, 14, 16}``, set notation ``\\boxed{\\{13, 14, 16\\}}`` or ``\\left\\{..\\right\\}``,
    a tuple ``(13, 14, 16)``), and answer lines such as ``Answer: [13, 14, 16]``,
@@ -34,6 +35,11 @@ are 33, 33, 33 and 3. Anything else that is not an integer (``1.5``, ``a``) is `
 Indices are in the prompt's numbering; :func:`score_answer` subtracts the prompt's answer offset
 ``n`` and grades the list with :func:`validate_answer`, which checks it with the env's validator
 :func:`gf2env.rules.read_support` and compares it with the next term.
+
+A stop string ends a completion and is not part of its text (the paper stops at ``]}``, so a
+server returns ``\\boxed{[13, 14, 16`` cut open). When the server reports which stop string ended
+the reply (vLLM's ``stop_reason``), :func:`score_answer` is given it as ``stopped_by`` and grades
+the reply with that string put back, which is what the model wrote; nothing is guessed otherwise.
 """
 
 from __future__ import annotations
@@ -146,6 +152,7 @@ class Score:
 
 _TAG = re.compile(r"<\s*(/?)\s*think(?:ing)?\s*>", re.IGNORECASE)
 _BRACE_TOKEN = re.compile(r"\\+boxed\s*\{|\\.|[{}]", re.DOTALL)
+_PAPER_BOX = re.compile(r"\\+boxed\s*\[(?P<body>[^\[\]]*)\]")
 _STRICT = re.compile(r"^(?:\\left\s*)?\[\s*(?P<body>[^\[\]]*?)\s*(?:\\right\s*)?\]$", re.DOTALL)
 _LENIENT_WRAPPERS = (
     _STRICT,
@@ -222,6 +229,12 @@ def _items(body: str) -> tuple[str, ...] | None:
     return tuple(items)
 
 
+def _unbraced(item: str) -> str:
+    """An item without one pair of braces around it: ``{x_{13}}`` is ``x_{13}``."""
+    item = item.strip()
+    return item[1:-1] if item.startswith("{") and item.endswith("}") else item
+
+
 def _lenient_body(content: str) -> str:
     content = _clean(content)
     for wrapper in _LENIENT_WRAPPERS:
@@ -241,14 +254,20 @@ def extract_answer(text: str) -> Extraction:
     """The final answer of ``text`` under the module's grammar (last strict box, else last lenient)."""
     visible, removed = strip_reasoning(text)
     boxes = _boxes(visible)
-    strict: list[tuple[str, tuple[str, ...] | None]] = []
-    for _, content in boxes:
+    strict: list[tuple[int, str, tuple[str, ...] | None]] = []
+    for start, content in boxes:
         match = _STRICT.match(_clean(content))
         if match:
-            strict.append((content, _items(match.group("body"))))
+            strict.append((start, content, _items(match.group("body"))))
+    for match in _PAPER_BOX.finditer(visible):  # the paper prompt's own form, \boxed[{13}, {14}, {16}]
+        items = _items(",".join(_unbraced(part) for part in match.group("body").split(",")))
+        if items is not None:
+            strict.append((match.start(), "[" + match.group("body") + "]", items))
     mode: Mode
+    found: list[tuple[str, tuple[str, ...] | None]]
     if strict:
-        mode, found = "strict", strict
+        strict.sort(key=lambda entry: entry[0])
+        mode, found = "strict", [(content, items) for _, content, items in strict]
     else:
         lenient: list[tuple[int, str, tuple[str, ...] | None]] = []
         for start, content in boxes:
@@ -275,9 +294,13 @@ def extract_answer(text: str) -> Extraction:
     return Extraction(answer, mode, failure, candidates, removed, items)
 
 
-def score_answer(text: str, target: Sequence[int], p: int, n: int) -> Score:
-    """Grade a reply against the next term ``target`` (payload indices); answers carry offset ``n``."""
-    ex = extract_answer(text)
+def score_answer(text: str, target: Sequence[int], p: int, n: int, *, stopped_by: str | None = None) -> Score:
+    """Grade a reply against the next term ``target`` (payload indices); answers carry offset ``n``.
+
+    ``stopped_by`` is the stop string the server says ended the reply (``None``: it ended otherwise,
+    or the server does not say); the reply is graded with it put back at the end.
+    """
+    ex = extract_answer(text + stopped_by if stopped_by else text)
     if ex.failure is not None:
         return Score(False, ex.failure, None, ex.answer, ex.mode)
     if ex.items is None:

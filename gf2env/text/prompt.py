@@ -1,9 +1,13 @@
 """Text renderings of one step for language models (design.md §3), each with a versioned id.
 
-- ``paper-v1`` (:func:`render_paper_prompt`): the paper's prompt. Variables are numbered
-  ``x_0 .. x_{N-1}`` with ``N = n + p``: the ``n`` address bits first, then the ``p`` payload bits,
-  so payload index ``i`` is variable ``x_{n+i}``; the answer is the ``d - 1`` payload variables of
-  the next monomial as ``\\boxed{[i1, i2, ...]}`` (answer offset ``n``).
+- ``paper`` (:func:`render_paper_prompt`): the paper's prompt exactly as its code renders it, one
+  Markdown user message and no system message. Variables are numbered ``x_0 .. x_{N-1}`` with
+  ``N = n + p``: the ``n`` address bits first, then the ``p`` payload bits, so payload index ``i``
+  is variable ``x_{n+i}`` (answer offset ``n``); monomials are numbered from ``M_1``; the samples
+  are a Markdown table; the example answer is the paper's ``\\boxed[{32}, {34}, {36}]``.
+- ``plain-v1`` (:func:`render_plain_prompt`): the same bits in the same order as plain text with a
+  system message, monomials numbered from ``m_0``, answer ``\\boxed{[i1, i2, ...]}`` (offset ``n``).
+  Called ``paper-v1`` before it was told apart from the paper's own prompt.
 - ``compact-v1`` (:func:`render_compact_prompt`): the same information in far fewer tokens for long
   depths: payload indices ``0..p-1``, the known terms as index lists, and each sample as two bit
   strings, the prefix address bits ``a_0..a_{g-1}`` and the payload, then ``y`` (the always-one
@@ -14,8 +18,8 @@
   grades ``not_integer``), the index range, and that an unboxed list is not graded.
 
 :func:`render_prompt` picks one by id and returns a :class:`Prompt` with the text, the offset the
-answer's indices carry, and its chat-message and completion forms. Any change to a rendering must
-get a new id: results record the id they were measured with.
+answer's indices carry, its system message, and its chat-message and completion forms. Any change
+to a rendering must get a new id: results record the id they were measured with.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ import numpy as np
 
 from gf2env.errors import GF2ConfigError
 
-PAPER_PROMPT_ID = "paper-v1"
+PAPER_PROMPT_ID = "paper"
+PLAIN_PROMPT_ID = "plain-v1"
+RENAMED_PROMPT_IDS = {"paper-v1": PLAIN_PROMPT_ID}
 COMPACT_PROMPT_ID = "compact-v1"
 COMPACT_V2_PROMPT_ID = "compact-v2"
 
@@ -35,6 +41,12 @@ SYSTEM_PROMPT = (
     "You reconstruct hidden Boolean circuits over GF(2) from their known terms and labelled samples. "
     "Reason as you like, then give exactly one final answer in the requested \\boxed{[...]} form."
 )
+
+
+def paper_example_answer(n: int, k: int) -> str:
+    """The example answer that ends the paper's prompt: ``\\boxed[{32}, {34}, {36}]`` at ``n = 32``,
+    ``k = 3`` (a list of one-element sets, every other payload variable from ``x_n``)."""
+    return "\\boxed[" + ", ".join("{" + str(n + 2 * j) + "}" for j in range(k)) + "]"
 
 
 def render_paper_prompt(
@@ -47,7 +59,63 @@ def render_paper_prompt(
     p: int,
     d: int,
 ) -> str:
-    """The paper-style prompt at depth ``g = len(prefix)``; ``prefix`` holds payload indices."""
+    """The paper's own prompt (``paper``), byte for byte: one Markdown user message at depth
+    ``g = len(prefix)``, monomials numbered from 1, the samples as a table of ``x_0 .. x_{N-1}``."""
+    g = len(prefix)
+    N = n + p
+    k = d - 1
+    lines = [
+        "Your task is to find the hidden monomial in this GF(2) polynomial.",
+        "",
+        "**System Definition:**",
+        f"You have {N} binary variables ($x_0, x_1, \\dots, x_{{{N - 1}}}$).",
+        "The output $y$ is the **XOR sum** of monomials:",
+        f"$$y = M_1 \\oplus M_2 \\oplus \\dots \\oplus M_{{{g + 1}}}$$",
+        "",
+    ]
+    if g:
+        lines.append("**Known Monomials:**")
+        for j, support in enumerate(prefix):
+            factors = " \\land ".join([f"x_{{{j}}}"] + [f"x_{{{n + int(i)}}}" for i in sorted(support)])
+            lines.append(f"* $M_{{{j + 1}}} = {factors}$")
+    else:
+        lines.append("**Known Monomials:** *(None)*")
+    lines += [
+        "",
+        f"**Unknown Monomial ($M_{{{g + 1}}}$):**",
+        f"* This is a monomial of degree **{d}**.",
+        f"* One of the terms is **$x_{{{g}}}$** (this is given).",
+        f"* You must find the other **{k}** terms (indices in range $[{n}, {N - 1}]$).",
+        "",
+        "**Observations:**",
+        f"| Row | $x_0 \\; x_1 \\; \\dots \\; x_{{{N - 1}}}$ | $y$ |",
+        "|:---:|:---:|:---:|",
+    ]
+    bits = np.concatenate([address, payload], axis=1).astype(np.uint8)
+    for row, (values, y) in enumerate(zip(bits, labels, strict=True), start=1):
+        lines.append(f"| {row} | `{' '.join(map(str, values.tolist()))}` | {int(y)} |")
+    lines += [
+        "",
+        "**Question:**",
+        f"Find the {k} indices (from {n} to {N - 1}) that, together with $x_{{{g}}}$, form the unknown "
+        f"monomial $M_{{{g + 1}}}$.",
+        "",
+        f"**ANSWER:** Provide the {k} indices as a list in a box, e.g., `{paper_example_answer(n, k)}`",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_plain_prompt(
+    prefix: Sequence[Sequence[int]],
+    address: np.ndarray,
+    payload: np.ndarray,
+    labels: np.ndarray,
+    *,
+    n: int,
+    p: int,
+    d: int,
+) -> str:
+    """The plain-text prompt ``plain-v1`` at depth ``g = len(prefix)``; ``prefix`` holds payload indices."""
     g = len(prefix)
     N = n + p
     k = d - 1
@@ -157,16 +225,22 @@ def render_compact_v2_prompt(
     return "\n".join(lines) + "\n"
 
 
-_RENDERERS = {
-    PAPER_PROMPT_ID: (render_paper_prompt, True),
-    COMPACT_PROMPT_ID: (render_compact_prompt, False),
-    COMPACT_V2_PROMPT_ID: (render_compact_v2_prompt, False),
+_RENDERERS = {  # id: (renderer, answer offset is n, system message)
+    PAPER_PROMPT_ID: (render_paper_prompt, True, ""),
+    PLAIN_PROMPT_ID: (render_plain_prompt, True, SYSTEM_PROMPT),
+    COMPACT_PROMPT_ID: (render_compact_prompt, False, SYSTEM_PROMPT),
+    COMPACT_V2_PROMPT_ID: (render_compact_v2_prompt, False, SYSTEM_PROMPT),
 }
 PROMPT_IDS = tuple(_RENDERERS)
 
 
 def check_prompt_id(prompt_id: str, key: str = "prompt_id") -> str:
     """``prompt_id`` if it names a rendering in :data:`PROMPT_IDS`; ``key`` is how the caller spells it."""
+    if prompt_id in RENAMED_PROMPT_IDS:
+        raise GF2ConfigError(
+            f"{key}={prompt_id!r} was renamed {RENAMED_PROMPT_IDS[prompt_id]!r} (the same text); "
+            f"{PAPER_PROMPT_ID!r} is the paper's own prompt. Pass one of {PROMPT_IDS}."
+        )
     if prompt_id not in PROMPT_IDS:
         raise GF2ConfigError(f"{key}={prompt_id!r} is unknown; pass one of {PROMPT_IDS}.")
     return prompt_id
@@ -204,6 +278,6 @@ def render_prompt(
     d: int,
 ) -> Prompt:
     """Render a step with the prompt ``prompt_id`` (one of :data:`PROMPT_IDS`)."""
-    render, offset_by_n = _RENDERERS[check_prompt_id(prompt_id)]
+    render, offset_by_n, system = _RENDERERS[check_prompt_id(prompt_id)]
     text = render(prefix, address, payload, labels, n=n, p=p, d=d)
-    return Prompt(prompt_id=prompt_id, text=text, answer_offset=n if offset_by_n else 0)
+    return Prompt(prompt_id=prompt_id, text=text, answer_offset=n if offset_by_n else 0, system=system)

@@ -45,7 +45,7 @@ class GF2ReconTextEnv(gym.Wrapper):
     correct, failure, indices, answer_text, mode).
 
     ## Arguments
-    ``gym.make("GF2ReconText-v0", prompt_id="paper-v1", **GF2Recon-v0 kwargs)``.
+    ``gym.make("GF2ReconText-v0", prompt_id="paper", **GF2Recon-v0 kwargs)``.
 
     ## Version history
     - v0: initial version.

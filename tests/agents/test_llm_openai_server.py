@@ -11,13 +11,15 @@ import pytest
 
 from agents.llm.openai_server import OpenAICompatibleBackend, request_body
 from agents.llm.queries import Completion, Query, SamplingParams
+from gf2env.rules import Failure
+from gf2env.text.answers import score_answer
 from gf2env.text.prompt import Prompt
 
 pytest.importorskip("httpx")
 
 
 def queries(count: int, api: str = "chat") -> list[Query]:
-    prompt = Prompt(prompt_id="paper-v1", text="find the term", answer_offset=0)
+    prompt = Prompt(prompt_id="plain-v1", text="find the term", answer_offset=0)
     return [Query(key=f"q{i}", prompt=prompt, seed=100 + i, api=api) for i in range(count)]
 
 
@@ -41,6 +43,20 @@ def test_chat_and_completions_requests_carry_seed_and_sampling(server):
     assert body["model"] == "tiny" and body["temperature"] == 0.7 and body["max_tokens"] == 32
     assert {b["seed"] for b in server.bodies} == {100, 101, 102}
     assert "prompt" in server.bodies[-1] and server.bodies[-1]["prompt"].endswith("Solution:\n")
+
+
+def test_a_stop_string_that_ended_the_reply_is_reported_and_scored_put_back(server):
+    backend = OpenAICompatibleBackend([f"{server.url}/ok"], model="tiny", backoff=0.01)
+    out: dict[str, Completion] = {}
+    params = SamplingParams(max_tokens=32, stop=("]}", "<|im_end|>"))  # the paper's stop strings
+    asyncio.run(backend.run(queries(2), params, lambda c: out.setdefault(c.key, c)))
+    cut = out["q0"]  # seed 100: the server's answer is \boxed{[2, 8, 9]}, cut at ]}
+    assert (cut.text, cut.finish_reason, cut.stop_reason) == ("answer \\boxed{[2, 8, 9", "stop", "]}")
+    assert server.bodies[-1]["stop"] == ["]}", "<|im_end|>"]
+    assert score_answer(cut.text, (2, 8, 9), 12, 0, stopped_by=cut.stop_reason).correct
+    assert score_answer(cut.text, (2, 8, 9), 12, 0).failure is Failure.NO_ANSWER  # nothing is guessed
+    plain = run(backend, queries(1))["q0"]  # no stop string in the request: none reported
+    assert plain.stop_reason is None and plain.text.endswith("]}")
 
 
 @pytest.mark.parametrize("mode", ["fail500", "slow", "garbage"])

@@ -34,12 +34,12 @@ def gf2_eval(url: str, out, *extra: str) -> list[str]:
 def test_keys_are_content_hashes():
     rec = generate_record(TaskConfig(p=6, d=3, K=4, n=3), 2, 0, seed=0)
     params = SamplingParams()
-    key = query_key(rec, "paper-v1", params, "m", "chat", 0)
-    assert key == query_key(rec, "paper-v1", params, "m", "chat", 0)
+    key = query_key(rec, "plain-v1", params, "m", "chat", 0)
+    assert key == query_key(rec, "plain-v1", params, "m", "chat", 0)
     assert key != query_key(rec, "compact-v1", params, "m", "chat", 0)
-    assert key != query_key(rec, "paper-v1", SamplingParams(temperature=1.0), "m", "chat", 0)
-    assert key != query_key(rec, "paper-v1", params, "m", "chat", 1)
-    planned = plan_queries([(rec, "grid", "adversarial", 0)], "paper-v1", params, "m", samples=3)
+    assert key != query_key(rec, "plain-v1", SamplingParams(temperature=1.0), "m", "chat", 0)
+    assert key != query_key(rec, "plain-v1", params, "m", "chat", 1)
+    planned = plan_queries([(rec, "grid", "adversarial", 0)], "plain-v1", params, "m", samples=3)
     assert len({p.query.seed for p in planned}) == 3 and "target" not in planned[0].query.prompt.text
 
 

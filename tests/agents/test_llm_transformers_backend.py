@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from agents.llm.queries import Completion, Query, SamplingParams  # noqa: E402
-from agents.llm.transformers_backend import TransformersBackend  # noqa: E402
+from agents.llm.transformers_backend import TransformersBackend, cut_at_stop  # noqa: E402
 from gf2env.oracle import TaskConfig  # noqa: E402
 from gf2env.records import generate_record  # noqa: E402
 from gf2env.text.prompt import render_prompt  # noqa: E402
@@ -45,7 +45,7 @@ def test_the_model_answers_a_real_prompt_in_both_forms(backend):
 
 def test_sampling_is_a_function_of_the_query_seed(backend):
     rec = generate_record(TaskConfig(n=2, K=3), 0, 0, seed=1)
-    prompt = render_prompt("paper-v1", rec.prefix, rec.address, rec.payload, rec.labels, n=2, p=12, d=4)
+    prompt = render_prompt("plain-v1", rec.prefix, rec.address, rec.payload, rec.labels, n=2, p=12, d=4)
     params = SamplingParams(temperature=1.0, max_tokens=24)
     first = answers(backend, [Query("a", prompt, 7), Query("b", prompt, 8)], params)
     again = answers(backend, [Query("a", prompt, 7)], params)
@@ -90,7 +90,7 @@ def test_gf2_eval_runs_estimators_like_compare(tmp_path):
 
 def test_a_stop_string_ends_generation_where_it_first_appears(backend):
     rec = generate_record(TaskConfig(n=2, K=3), 0, 0, seed=1)
-    prompt = render_prompt("paper-v1", rec.prefix, rec.address, rec.payload, rec.labels, n=2, p=12, d=4)
+    prompt = render_prompt("plain-v1", rec.prefix, rec.address, rec.payload, rec.labels, n=2, p=12, d=4)
     queries = [Query("a", prompt, 7), Query("b", prompt, 7)]
     for batch_size in (1, 2):  # a batch samples its own stream: compare like with like
         backend.batch_size = batch_size
@@ -122,3 +122,10 @@ def test_max_model_len_cuts_max_tokens_to_what_the_prompt_leaves(backend):
                 backend.batch_size = 1
             assert out.completion_tokens <= room and out.error is None, (limit, batch_size, out)
             assert out.finish_reason == "length" or (room and out.finish_reason == "stop"), out
+
+
+def test_stop_strings_cut_where_the_first_begins_and_name_it():
+    text = "\\boxed{[1, 2, 3]} more<|im_end|>"
+    assert cut_at_stop(text, ["<|im_end|>", "]}"]) == ("\\boxed{[1, 2, 3", "]}")
+    assert cut_at_stop("xab", ["a", "ab"]) == ("x", "ab")  # two start at once: the longer one ends it
+    assert cut_at_stop("no stop here", ["]}"]) == ("no stop here", None)

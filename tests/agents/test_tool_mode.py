@@ -136,7 +136,7 @@ def test_feedback_says_when_the_output_holds_no_box():
 
 def episode_with(turns):
     rec = generate_record(TaskConfig(p=6, d=3, K=4, n=2), 1, 0, seed=0)
-    prompt = render_prompt("paper-v1", rec.prefix, rec.address, rec.payload, rec.labels, n=2, p=6, d=3)
+    prompt = render_prompt("plain-v1", rec.prefix, rec.address, rec.payload, rec.labels, n=2, p=6, d=3)
     from agents.llm.queries import Query
 
     episode = start_episode(Query("k", prompt, 1), record_view(rec))

@@ -39,6 +39,7 @@ class Case(NamedTuple):
     indices: tuple[int, ...] | None
     mode: str | None
     n: int = N
+    stopped_by: str | None = None
 
 
 CASES = [
@@ -195,12 +196,49 @@ CASES = [
     ),
     Case("nested_box", "\\boxed{\\boxed{[13, 14, 16]}}", F.NONE, (1, 2, 4), "strict"),
     Case("escaped_backslash", "\\\\boxed{[13, 14, 16]}", F.NONE, (1, 2, 4), "strict"),
+    # the paper prompt's own answer form, \boxed[{a}, {b}, {c}] (its example: \boxed[{32}, {34}, {36}])
+    Case("paper_form", "So M_4 is \\boxed[{13}, {14}, {16}]", F.NONE, (1, 2, 4), "strict"),
+    Case("paper_form_unbraced_items", "\\boxed[ 16, 13 ,14 ]", F.NONE, (1, 2, 4), "strict"),
+    Case("paper_form_in_math", "$\\boxed[{x_{13}}, {14}, {16}]$ in math", F.NONE, (1, 2, 4), "strict"),
+    Case("paper_form_wrong", "\\boxed[{13}, {14}, {17}]", F.WRONG_TERM, (1, 2, 5), "strict"),
+    Case("paper_form_out_of_range", "\\boxed[{1}, {2}, {4}]", F.OUT_OF_RANGE, (-11, -10, -8), "strict"),
+    Case(
+        "paper_form_in_reasoning", "<think>\\boxed[{13}, {14}, {16}]</think> unsure", F.NO_ANSWER, None, None
+    ),
+    Case(
+        "paper_form_beats_lenient_line",
+        "ANSWER: 13, 14, 15\n\\boxed[{13}, {14}, {16}]",
+        F.NONE,
+        (1, 2, 4),
+        "strict",
+    ),
+    Case(
+        "paper_form_and_box_hedge",
+        "\\boxed{[13, 14, 15]} or \\boxed[{13}, {14}, {16}]",
+        F.MULTIPLE_CONFLICTING,
+        None,
+        "strict",
+    ),
+    Case("paper_form_empty", "\\boxed[] and nothing else", F.NO_ANSWER, None, None),
+    # a final box cut open by the stop string ]} counts only when the server says ]} ended the reply
+    Case("cut_by_stop", "The term is \\boxed{[13, 14, 16", F.NONE, (1, 2, 4), "strict", stopped_by="]}"),
+    Case("cut_by_stop_wrong", "\\boxed{[13, 14, 15", F.WRONG_TERM, (1, 2, 3), "strict", stopped_by="]}"),
+    Case("cut_no_stop_reason", "The term is \\boxed{[13, 14, 16", F.NO_ANSWER, None, None),
+    Case("cut_by_other_stop", "The term is \\boxed{[13, 14, 16", F.NO_ANSWER, None, None, stopped_by="\n\n"),
+    Case(
+        "cut_after_earlier_box",
+        "First \\boxed{[13, 14, 16]}, so \\boxed{[13, 14, 16",
+        F.NONE,
+        (1, 2, 4),
+        "strict",
+        stopped_by="]}",
+    ),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_score_table(case: Case) -> None:
-    score = score_answer(case.text, TARGET, P, case.n)
+    score = score_answer(case.text, TARGET, P, case.n, stopped_by=case.stopped_by)
     assert score.failure is case.failure
     assert score.correct is (case.failure is F.NONE)
     assert score.indices == case.indices
@@ -224,6 +262,8 @@ def test_extraction_fields() -> None:
     none = extract_answer("nothing here")
     assert none == extract_answer("nothing here")
     assert (none.answer, none.mode, none.failure, none.candidates) == (None, None, F.NO_ANSWER, ())
+    paper = extract_answer("\\boxed{[13, 14, 16]} and \\boxed[{16}, {13}, {14}]")
+    assert paper.candidates == ("[13, 14, 16]", "[{16}, {13}, {14}]") and paper.items == ("16", "13", "14")
 
 
 def test_strip_reasoning() -> None:

@@ -219,7 +219,7 @@ def test_ansi_render_is_the_prompt_for_the_current_step():
     env.step(0)
     text = env.render()
     term = env.instance.term(0)
-    assert "m_0 = x_0 * " + " * ".join(f"x_{8 + i}" for i in term) in text
-    assert "Find monomial m_1" in text and "\\boxed{" in text
-    assert text.count(" | ") == 32
-    assert str(list(env.instance.term(1))) not in text.split("Samples")[0]
+    assert "* $M_{1} = x_{0} \\land " + " \\land ".join(f"x_{{{8 + i}}}" for i in term) + "$" in text
+    assert "form the unknown monomial $M_{2}$" in text and "\\boxed[" in text  # the paper's prompt
+    assert sum(line.startswith("| ") and line[2].isdigit() for line in text.splitlines()) == 32
+    assert str(list(env.instance.term(1))) not in text.split("**Observations")[0]

@@ -1,26 +1,33 @@
-"""Prompt renderings: ids, answer offsets, the compact variant's content and its chat/completion forms."""
+"""Prompt renderings: ids, answer offsets, the paper's prompt byte for byte, the compact variants' content
+and the chat/completion forms."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 
 import numpy as np
 import pytest
 
 from gf2env.errors import GF2ConfigError
 from gf2env.oracle import TaskConfig
-from gf2env.records import generate_record
+from gf2env.records import Record, generate_record
 from gf2env.rules import Failure
 from gf2env.text.answers import score_answer
 from gf2env.text.prompt import (
     COMPACT_PROMPT_ID,
     COMPACT_V2_PROMPT_ID,
     PAPER_PROMPT_ID,
+    PLAIN_PROMPT_ID,
     PROMPT_IDS,
     SYSTEM_PROMPT,
     answer_placeholder,
+    paper_example_answer,
     render_prompt,
 )
+from tests.paths import REFERENCE
+
+PROTOCOL = REFERENCE / "paper-protocol-examples.json"
 
 
 def rendered(prompt_id: str, g: int = 5, n: int = 32):
@@ -31,12 +38,15 @@ def rendered(prompt_id: str, g: int = 5, n: int = 32):
 
 
 def test_ids_and_offsets():
-    assert PROMPT_IDS == (PAPER_PROMPT_ID, COMPACT_PROMPT_ID, COMPACT_V2_PROMPT_ID)
+    assert PROMPT_IDS == (PAPER_PROMPT_ID, PLAIN_PROMPT_ID, COMPACT_PROMPT_ID, COMPACT_V2_PROMPT_ID)
     assert rendered(PAPER_PROMPT_ID)[1].answer_offset == 32
+    assert rendered(PLAIN_PROMPT_ID)[1].answer_offset == 32
     assert rendered(COMPACT_PROMPT_ID)[1].answer_offset == 0
     assert rendered(COMPACT_V2_PROMPT_ID)[1].answer_offset == 0
     with pytest.raises(GF2ConfigError, match="prompt_id='paper-v9'"):
         rendered("paper-v9")
+    with pytest.raises(GF2ConfigError, match="'paper-v1' was renamed 'plain-v1'"):
+        rendered("paper-v1")
 
 
 def test_compact_prompt_holds_the_step_and_is_shorter():
@@ -55,8 +65,56 @@ def test_compact_prompt_holds_the_step_and_is_shorter():
     assert len(prompt.text) < len(paper.text) / 2
 
 
+def protocol_examples(kind: str) -> list[dict]:
+    if not PROTOCOL.exists():
+        pytest.skip(f"the paper's protocol examples are not at {PROTOCOL}")
+    return json.loads(PROTOCOL.read_text())[kind]
+
+
+def test_paper_prompt_is_byte_identical_to_the_papers_own():
+    examples = protocol_examples("examples") + protocol_examples("tool_examples")
+    assert {e["record"]["g"] for e in examples} == {0, 3, 31}
+    for example in examples:
+        rec = Record.from_json(example["record"])
+        prompt = render_prompt(
+            PAPER_PROMPT_ID, rec.prefix, rec.address, rec.payload, rec.labels, n=rec.n, p=rec.p, d=rec.d
+        )
+        assert prompt.text == example.get("question", example["prompt"])
+        assert prompt.messages() == [{"role": "user", "content": prompt.text}]  # one user message, no system
+
+
+def test_paper_prompt_at_any_depth_and_its_answer_form_scores():
+    rec, prompt = rendered(PAPER_PROMPT_ID, g=0)
+    assert prompt.system == "" and "**Known Monomials:** *(None)*" in prompt.text
+    assert prompt.text.endswith("e.g., `\\boxed[{32}, {34}, {36}]`\n")
+    rec, prompt = rendered(PAPER_PROMPT_ID, g=127, n=128)
+    lines = prompt.text.splitlines()
+    assert "You have 140 binary variables ($x_0, x_1, \\dots, x_{139}$)." in lines
+    assert sum(line.startswith("* $M_{") for line in lines) == 127 and "* $M_{127} = x_{126}" in prompt.text
+    rows = [line for line in lines if line.startswith("| ") and line[2].isdigit()]
+    assert len(rows) == rec.K and all(len(row.split("`")[1].split()) == 140 for row in rows)
+    assert paper_example_answer(128, 3) == "\\boxed[{128}, {130}, {132}]"
+    answer = "\\boxed[" + ", ".join("{" + str(rec.n + i) + "}" for i in rec.target) + "]"
+    assert score_answer(answer, rec.target, rec.p, prompt.answer_offset).correct
+    # like compact-v1's, the paper's example is a well-formed answer: echoed beside another, it is a hedge
+    echoed = score_answer(prompt.text + answer, rec.target, rec.p, prompt.answer_offset)
+    assert echoed.failure is Failure.MULTIPLE_CONFLICTING
+
+
+@pytest.mark.parametrize(
+    ("g", "digest"),
+    [
+        (0, "de81aa6b6cfd7346f08d984768404114169fd46a06c572d7780b717eb673add5"),
+        (5, "aa41ffadaa9d276ee1f3118bdcc8b2b08a81ee4379efa6f874e83903bb3fcc81"),
+    ],
+)
+def test_plain_v1_is_byte_identical_to_what_was_called_paper_v1(g, digest):
+    text = rendered(PLAIN_PROMPT_ID, g=g)[1].text
+    assert hashlib.sha256(text.encode()).hexdigest() == digest
+
+
 def test_chat_and_completion_forms():
-    _, prompt = rendered(PAPER_PROMPT_ID, g=0)
+    _, prompt = rendered(PLAIN_PROMPT_ID, g=0)
     assert prompt.messages() == [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": prompt.text},

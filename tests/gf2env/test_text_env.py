@@ -7,6 +7,7 @@ import pytest
 
 import gf2env  # noqa: F401  (registers the envs)
 from gf2env.errors import GF2ConfigError, InvalidActionError
+from gf2env.text.prompt import PROMPT_IDS
 
 
 def boxed(indices, offset: int) -> str:
@@ -14,11 +15,11 @@ def boxed(indices, offset: int) -> str:
     return f"<think>maybe \\boxed{{[0, 1, 2]}}</think> so the term is \\boxed{{[{answer}]}}"
 
 
-@pytest.mark.parametrize("prompt_id", ["paper-v1", "compact-v1", "compact-v2"])
+@pytest.mark.parametrize("prompt_id", PROMPT_IDS)
 def test_correct_text_answers_score_and_history_is_kept(prompt_id):
     env = gym.make("GF2ReconText-v0", n=4, prompt_id=prompt_id)
     prompt, info = env.reset(seed=0)
-    assert isinstance(prompt, str) and info["messages"][1]["content"] == prompt
+    assert isinstance(prompt, str) and info["messages"][-1] == {"role": "user", "content": prompt}
     inner = env.unwrapped
     total = 0.0
     for g in range(4):
