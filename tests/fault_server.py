@@ -8,6 +8,10 @@ output it replies with the last boxed answer of that output (after an error, it 
 ``solver-buggy`` starts with code that fails; ``solver-cut`` starts with a reply cut off by
 ``max_tokens`` inside its code block (finish reason ``length``); ``solver-bare`` answers with the
 bare list until it is asked for the box; ``truncating`` is always cut off inside its code block.
+``paper-solver`` plays a model under the paper's tool protocol: to a tool-mode message it replies
+with ``train.tool_solvers.PAPER_DILIGENT_SOLVER`` in a fenced block (``paper-solver-unclosed``: a
+fence never closed, cut off by ``max_tokens``), to the "Execution result:" the box its code printed;
+to a prompt without tools it answers like ``ok``.
 Stop strings in a request end every reply as vLLM ends it: cut before the first one, finish reason
 ``stop`` and that string as ``stop_reason`` (``null`` otherwise).
 ``tests/conftest.py`` serves it as the ``server`` fixture.
@@ -22,7 +26,7 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from train.tool_solvers import DILIGENT_SOLVER
+from train.tool_solvers import DILIGENT_SOLVER, PAPER_DILIGENT_SOLVER
 
 SOLVER = DILIGENT_SOLVER
 
@@ -47,6 +51,19 @@ def solver_reply(messages: list[dict], mode: str) -> tuple[str, str]:
     if printed and mode == "solver-bare":
         return f"The code found it: {printed[-1]}", "stop"
     return (f"The code found it: \\boxed{{{printed[-1]}}}" if printed else solver), "stop"
+
+
+def paper_solver_reply(messages: list[dict], mode: str) -> tuple[str, str] | None:
+    """The scripted model of the paper's tool protocol, or ``None`` for a conversation without tools."""
+    if "TOOL MODE" not in messages[0]["content"]:
+        return None
+    last = messages[-1]["content"]
+    if last.startswith("Execution result:"):
+        printed = _BOX.findall(last)
+        return (f"Final answer: \\boxed{{{printed[-1]}}}" if printed else "I could not solve it."), "stop"
+    if mode == "paper-solver-unclosed":
+        return f"Here is my code.\n```python\n{PAPER_DILIGENT_SOLVER}", "length"
+    return f"Here is my code.\n```python\n{PAPER_DILIGENT_SOLVER}```\nIt prints the answer.", "stop"
 
 
 class FaultServer(ThreadingHTTPServer):
@@ -99,6 +116,8 @@ class Handler(BaseHTTPRequestHandler):
             text, finish = f"answer \\boxed{{[{body['seed'] % 7}, 8, 9]}}", "stop"
             if base in ("solver", "solver-buggy", "solver-cut", "solver-bare", "truncating"):
                 text, finish = solver_reply(body["messages"], base)
+            if base.startswith("paper-solver") and "messages" in body:
+                text, finish = paper_solver_reply(body["messages"], base) or (text, finish)
             hits = sorted((text.index(s), s) for s in body.get("stop") or () if s in text)
             stop_reason = None
             if hits:

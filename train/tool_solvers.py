@@ -27,4 +27,27 @@ best = consistent[0] if consistent else tuple(range(d - 1))
 print("\\\\boxed{" + str([i + record["answer_offset"] for i in best]) + "}")
 """
 
-__all__ = ["DILIGENT_SOLVER"]
+PAPER_DILIGENT_SOLVER = """\
+# The diligent decoder under the paper's tool protocol: RECORD's bit strings, the standard library only.
+from itertools import combinations
+
+n, p = RECORD["n"], RECORD["p"]
+d = RECORD["d_max"] - 1
+rows = []
+for s in RECORD["samples"]:
+    a, v = s["bits"][:n], s["bits"][n:]
+    r = s["y"]
+    for j, term in enumerate(RECORD["prefix"]):
+        if a[j] == "1" and all(v[i] == "1" for i in term):
+            r ^= 1
+    rows.append((v, r))
+best = tuple(range(d))
+for S in combinations(range(p), d):
+    if all(all(v[i] == "1" for i in S) == bool(r) for v, r in rows):
+        best = S
+        break
+answer = sorted(i + n for i in best)
+print("\\\\boxed{" + str(answer) + "}")
+"""
+
+__all__ = ["DILIGENT_SOLVER", "PAPER_DILIGENT_SOLVER"]

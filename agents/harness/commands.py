@@ -117,22 +117,47 @@ def llm_spec(args: argparse.Namespace) -> LLMSpec:
         model=args.model, backend=args.agent, base_urls=tuple(args.base_url or ()), name=args.label,
         prompt_id=args.prompt, api=args.api, samples=args.samples,
         sampling=SamplingParams(
-            args.temperature, args.top_p, args.max_tokens, tuple(args.stop or ()), args.max_model_len
+            args.temperature, args.top_p, args.max_tokens, tuple(args.stop or ()), args.max_model_len,
+            args.top_k,
         ),
         concurrency=args.concurrency, timeout=args.timeout, retries=args.retries,
         engine_args=tuple(sorted(engine_args.items())),
-        tools=args.tools, max_revisions=args.max_revisions, isolation=args.sandbox,
+        tools=args.tools, max_revisions=args.max_revisions, tool_protocol=args.tool_protocol,
+        model_class=args.model_class, isolation=args.sandbox,
         system=None if args.system is None else "" if args.system.lower() == "none" else args.system,
     )  # fmt: skip
 
 
+def preset_agent(agent: str | LLMSpec | SB3Spec, args: argparse.Namespace) -> str | LLMSpec | SB3Spec:
+    """A preset's agent with ``gf2 eval``'s ``--base-url`` and ``--model`` put in for a served model's."""
+    from dataclasses import replace
+
+    from agents.llm.agent import SERVED_BACKENDS, LLMSpec
+
+    if not isinstance(agent, LLMSpec) or agent.backend not in SERVED_BACKENDS:
+        return agent
+    if args.base_url:
+        agent = replace(agent, base_urls=tuple(args.base_url))
+    if args.model:
+        agent = replace(agent, model=args.model)
+    return agent
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     """An LLM (served or local) or estimators on a grid or records file; LLM queries are logged and resume."""
-    from agents.harness.compare import print_report, run_compare
+    from agents.harness.compare import load_config, print_report, run_compare
     from agents.harness.grid import Grid
     from agents.llm.agent import LLM_BACKENDS
 
-    if args.agent in LLM_BACKENDS:
+    if args.config:
+        if args.agent:
+            raise GF2ConfigError(f"--config {args.config} names its agents; drop --agent {args.agent}.")
+        base = load_config(args.config)
+        agents = tuple(preset_agent(a, args) for a in base.agents)
+        config = compare_config(args, agents, base)
+    elif not args.agent:
+        raise GF2ConfigError("gf2 eval needs --agent (e.g. --agent vllm --model NAME) or --config PRESET.")
+    elif args.agent in LLM_BACKENDS:
         small = Grid(depths=(0, 1, 3, 7), trials=10)
         config = compare_config(args, (llm_spec(args),), default_grid=small, default_out=Path("results/eval"))
     else:  # estimators: the same run as gf2 compare
@@ -191,8 +216,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "eval", help="evaluate an LLM (vllm/openai server, offline vLLM, transformers) or estimators"
     )
     ev.add_argument(
-        "--agent", required=True,
+        "--agent",
         help="vllm | openai (OpenAI-compatible servers) | vllm-offline | transformers, or estimators: A,B",
+    )  # fmt: skip
+    ev.add_argument(
+        "--config", metavar="PRESET",
+        help="a YAML preset whose agents to run (e.g. configs/paper-llm-qwen3-4b-instruct.yaml); "
+        "--base-url and --model then replace its served models' own",
     )  # fmt: skip
     ev.add_argument("--model", help="served model name, or a model folder for vllm-offline/transformers")
     ev.add_argument(
@@ -206,6 +236,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--samples", type=int, default=1, help="answers a record (each its own seed)")
     ev.add_argument("--temperature", type=float, default=0.6)
     ev.add_argument("--top-p", type=float, default=0.95)
+    ev.add_argument("--top-k", type=int, help="sample among the k likeliest tokens (default: no limit)")
     ev.add_argument("--max-tokens", type=int, default=1024)
     ev.add_argument(
         "--stop", action="append", metavar="S",
@@ -216,6 +247,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--retries", type=int, default=4)
     ev.add_argument("--tools", action="store_true", help="tool mode: the model's Python runs in the sandbox")
     ev.add_argument("--max-revisions", type=int, default=10, help="tool mode: revisions after the first run")
+    ev.add_argument(
+        "--tool-protocol", choices=("gf2env", "paper"), default="gf2env",
+        help="tool mode: gf2env's instructions, feedback and limits, or the paper's (its user-message "
+        "instructions, first code block, RECORD/PROMPT, stdlib only, ~500 ms)",
+    )  # fmt: skip
+    ev.add_argument("--model-class", help="the model's class in the paper's tool-usage table")
     ev.add_argument(
         "--sandbox", choices=("bwrap", "UNSAFE-rlimits-only"), default="bwrap",
         help="tool mode isolation; UNSAFE-rlimits-only runs model code without namespaces (opt-in)",
@@ -247,4 +284,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo.set_defaults(func=cmd_demo)
 
 
-__all__ = ["GRID_FLAGS", "add_grid_flags", "compare_config", "llm_spec", "register"]
+__all__ = ["GRID_FLAGS", "add_grid_flags", "compare_config", "llm_spec", "preset_agent", "register"]

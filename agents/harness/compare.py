@@ -192,6 +192,7 @@ class CompareReport:
     notes: list[str] = field(default_factory=list)  # LLM agents' throughput and unanswered records
     fits: list[EffectivePrefixFit] = field(default_factory=list)  # one per agent and setting
     fit_csv: Path | None = None
+    tool_usage_csv: Path | None = None  # the paper's tool-usage table (tool agents only)
 
 
 def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
@@ -210,13 +211,26 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
         cells, total, seed = record_cells(records, config.records.name), len(records), 0
     evaluation = evaluate(agents, cells, seed=seed, total=total, progress=progress)
     notes = [line for a in agents if isinstance(a, LLMAgent) for line in a.report()]
+    paper_usage: list[dict[str, Any]] = []
     if any(isinstance(a, LLMAgent) and a.spec.tools for a in agents):
-        from agents.llm.tool_mode import format_tool_usage, tool_usage
+        from agents.llm.tool_mode import (
+            format_paper_tool_usage,
+            format_tool_usage,
+            paper_tool_usage,
+            tool_usage,
+        )
 
         assert log is not None
-        usage = tool_usage(log.lines())
+        lines = log.lines()
+        paper_usage = paper_tool_usage(lines)
+        if paper_usage:
+            notes.append(
+                "tool usage (the paper's table: accuracy without tools, on the first run's output, "
+                "after the revise loop):\n" + format_paper_tool_usage(paper_usage)
+            )
+        usage = tool_usage(lines)
         if usage:
-            notes.append("tool use (the paper's classes):\n" + format_tool_usage(usage))
+            notes.append("tool use by episode class (gf2env's breakdown):\n" + format_tool_usage(usage))
     if not evaluation.rows:
         why = evaluation.skipped_report() + notes
         raise GF2ConfigError("No agent answered at any setting:\n" + "\n".join(why))
@@ -226,6 +240,12 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
     write_results_csv(results_csv, evaluation.rows)
     summary = summarize(evaluation.rows, level=config.level)
     write_summary_csv(summary_csv, summary)
+    tool_usage_csv = None
+    if paper_usage:
+        from agents.llm.tool_mode import write_paper_tool_usage
+
+        tool_usage_csv = config.out / "tool_usage.csv"
+        write_paper_tool_usage(tool_usage_csv, paper_usage)
     figures = write_figures(summary, config.out) if config.plots else []
     fits: list[EffectivePrefixFit] = []
     fit_csv = None
@@ -238,8 +258,9 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
             write_fits_csv(fit_csv, fits)
     seconds = time.perf_counter() - start
     return CompareReport(
-        evaluation, summary, results_csv, summary_csv, figures, seconds, notes, fits, fit_csv
-    )
+        evaluation, summary, results_csv, summary_csv, figures, seconds, notes, fits, fit_csv,
+        tool_usage_csv,
+    )  # fmt: skip
 
 
 def print_report(report: CompareReport) -> None:
@@ -252,6 +273,8 @@ def print_report(report: CompareReport) -> None:
     print(f"wrote {report.results_csv} ({len(report.evaluation.rows)} rows), {report.summary_csv}")
     for fig in report.figures:
         print(f"wrote {fig}")
+    if report.tool_usage_csv is not None:
+        print(f"wrote {report.tool_usage_csv} (the paper's tool-usage table)")
     if report.fits:
         print("effective-prefix fit (k = u*g or k = min(v, g) known terms of estimator D):")
         print(f"{'agent':<16} {'u':>6} {'v':>7} {'ΔAIC':>8}  preferred")

@@ -63,6 +63,10 @@ class LLMSpec:
         tools: tool mode (:mod:`agents.llm.tool_mode`): the model's code runs in the sandbox, its output
             comes back, up to ``max_revisions`` revisions (chat API only).
         max_revisions: revision turns after the first run (the paper's budget: 10).
+        tool_protocol: ``gf2env`` (gf2env's instructions, feedback and limits) or ``paper`` (the
+            paper's, :mod:`agents.llm.paper_tools`).
+        model_class: the model's class in the paper's tool-usage table (e.g. ``qwen3-instruct``;
+            default: the backend's name).
         isolation: the sandbox's isolation, ``"bwrap"``; ``"UNSAFE-rlimits-only"`` is the explicit
             opt-in to run without namespaces where bubblewrap cannot run.
         system: the system message instead of the prompt's (``""``: none, e.g. for a template
@@ -83,6 +87,8 @@ class LLMSpec:
     engine_args: tuple[tuple[str, Any], ...] = ()
     tools: bool = False
     max_revisions: int = 10
+    tool_protocol: str = "gf2env"
+    model_class: str | None = None
     isolation: str = "bwrap"
     system: str | None = None
 
@@ -112,15 +118,18 @@ class LLMSpec:
             raise GF2ConfigError("Tool mode is a conversation; it needs api='chat', not 'completions'.")
         if self.max_revisions < 0:
             raise GF2ConfigError(f"max_revisions={self.max_revisions} is negative; pass 0 or more.")
+        from agents.llm.tool_mode import tool_protocol
+
+        tool_protocol(self.tool_protocol)
 
     @property
     def mode(self) -> dict[str, Any] | None:
         """What, besides prompt and sampling, a query's answer depends on (hashed into its key)."""
         if not self.tools:
             return None
-        from agents.llm.tool_mode import TOOL_PROMPT_ID
+        from agents.llm.tool_mode import tool_protocol
 
-        return {"tools": TOOL_PROMPT_ID, "max_revisions": self.max_revisions}
+        return {"tools": tool_protocol(self.tool_protocol).id, "max_revisions": self.max_revisions}
 
     @property
     def label(self) -> str:
@@ -196,13 +205,6 @@ class RunStats:
         )
 
 
-def tool_view(planned: Any) -> dict[str, Any]:
-    """What a tool run sees of a planned query's record: its public view and the prompt's index offset."""
-    from agents.sandbox import record_view
-
-    return {**record_view(planned.record), "answer_offset": planned.query.prompt.answer_offset}
-
-
 class LLMAgent:
     """A language model behind the estimators' interface (see the module docs).
 
@@ -231,9 +233,11 @@ class LLMAgent:
         self._asked: set[str] = set()  # keys asked (or found answered) in this run: asked once a run
         self.pool = None
         if spec.tools:  # refuse now, before any query, where the sandbox cannot run
+            from agents.llm.tool_mode import tool_protocol
             from agents.sandbox import Sandbox, SandboxPool
 
-            self.pool = SandboxPool(Sandbox(isolation=spec.isolation))
+            limits = tool_protocol(spec.tool_protocol).limits
+            self.pool = SandboxPool(Sandbox(limits, isolation=spec.isolation))
 
     @property
     def name(self) -> str:
@@ -301,7 +305,10 @@ class LLMAgent:
         backend, params, stats = self.backend, self.spec.sampling, self.stats
         bar = tqdm(total=len(todo), unit="query", desc=self.name, disable=not progress)
 
+        model_class = {"model_class": self.spec.model_class or backend.name}
+
         def on_result(completion: Any, extra: dict[str, Any] | None = None) -> None:
+            extra = {**model_class, **(extra or {})}
             entry = log_entry(by_key[completion.key], completion, params, backend, extra)
             self.log.append(entry)
             stats.asked += 1
@@ -318,9 +325,13 @@ class LLMAgent:
         if self.pool is None:
             asyncio.run(backend.run([p.query for p in todo], params, on_result))
         else:
-            from agents.llm.tool_mode import run_tool_episodes, start_episode
+            from agents.llm.tool_mode import run_tool_episodes, start_episode, tool_protocol
 
-            episodes = [start_episode(p.query, tool_view(p)) for p in todo]
+            protocol, revise = tool_protocol(self.spec.tool_protocol), self.spec.max_revisions > 0
+            episodes = [
+                start_episode(p.query, protocol.view(p.record, p.query.prompt), protocol, revise)
+                for p in todo
+            ]
             run_tool_episodes(
                 backend, episodes, params, self.pool.map, self.spec.max_revisions,
                 lambda e: on_result(e.completion(), e.summary()),

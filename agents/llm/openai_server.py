@@ -37,6 +37,8 @@ def request_body(query: Query, params: SamplingParams, model: str) -> dict[str, 
         "seed": query.seed,
         "n": 1,
     }
+    if params.top_k is not None:
+        body["top_k"] = params.top_k  # vLLM's extension of the OpenAI API
     if params.stop:
         body["stop"] = list(params.stop)
     if query.api == "chat":

@@ -28,6 +28,8 @@ class SamplingParams:
 
     ``stop``: strings that end a completion where they first appear (the string itself left out),
     as the server, the vLLM engine or ``transformers``' ``generate`` applies them.
+    ``top_k``: sample among the ``top_k`` most likely tokens only (``None``: the backend's default,
+    which for vLLM and OpenAI servers is no limit).
     ``max_model_len``: the context length the model runs with (a server's ``--max-model-len``); when
     given, each request's ``max_tokens`` is cut to what the prompt leaves of it, and a prompt that
     leaves nothing is answered with an empty completion cut off (finish reason ``length``) instead
@@ -41,6 +43,7 @@ class SamplingParams:
     max_tokens: int = 1024
     stop: tuple[str, ...] = ()
     max_model_len: int | None = None
+    top_k: int | None = None
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
@@ -53,7 +56,11 @@ class SamplingParams:
             raise GF2ConfigError(
                 f"stop={self.stop!r} is not a list of non-empty strings; pass e.g. stop=('</answer>',)."
             )
-
+        if self.top_k is not None and (isinstance(self.top_k, bool) or self.top_k < 1):
+            raise GF2ConfigError(
+                f"top_k={self.top_k!r} is not a count of tokens >= 1; pass e.g. top_k=20, or leave it "
+                "out for no limit."
+            )
         if self.max_model_len is not None and self.max_model_len < 2:
             raise GF2ConfigError(
                 f"max_model_len={self.max_model_len} is too small; pass the context length the model was "
@@ -61,10 +68,12 @@ class SamplingParams:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        """The settings as hashed into a query's key (``max_model_len`` only when set: old keys hold)."""
+        """The settings as hashed into a query's key (``max_model_len`` and ``top_k`` only when set:
+        old keys hold)."""
         out = {**asdict(self), "stop": list(self.stop)}
-        if self.max_model_len is None:
-            del out["max_model_len"]
+        for name in ("max_model_len", "top_k"):
+            if out[name] is None:
+                del out[name]
         return out
 
     def room(self, prompt_tokens: int) -> int:

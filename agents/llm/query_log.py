@@ -85,15 +85,18 @@ def log_entry(
     backend: Backend,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON line of one answered (or failed) query (``extra``: e.g. a tool episode's turns)."""
+    """The JSON line of one answered (or failed) query (``extra``: e.g. a tool episode's turns).
+
+    A tool episode's line also says whether its first sandbox run's output alone was right
+    (``first_run_correct``, ``None`` when no code ran): the paper's single-tool budget."""
     rec = planned.record
-    score = score_answer(
-        completion.text,
-        rec.target,
-        rec.p,
-        planned.query.prompt.answer_offset,
-        stopped_by=completion.stop_reason,
-    )
+    offset = planned.query.prompt.answer_offset
+    score = score_answer(completion.text, rec.target, rec.p, offset, stopped_by=completion.stop_reason)
+    runs = [t["sandbox"] for t in (extra or {}).get("turns", ()) if t.get("sandbox") is not None]
+    first_run = {}
+    if extra is not None and "turns" in extra:
+        first = score_answer(runs[0]["stdout"], rec.target, rec.p, offset) if runs else None
+        first_run = {"first_run_correct": None if first is None else bool(first.correct)}
     return {
         "key": planned.query.key,
         "status": "error" if completion.error else "ok",
@@ -116,6 +119,7 @@ def log_entry(
         "latency_s": round(completion.latency_s, 4), "attempts": completion.attempts,
         "error": completion.error, "errors": completion.errors,
         **(extra or {}),
+        **first_run,
         "time": time.time(),
     }  # fmt: skip
 

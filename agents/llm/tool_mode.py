@@ -1,8 +1,13 @@
 """Tool mode: the model writes Python, the sandbox runs it on the record, the output comes back.
 
 One idea: a tool episode (what the model is told, when a reply runs, when it ends, how it is counted).
+How the model is told things is a :class:`ToolProtocol`: gf2env's own (``--tool-protocol gf2env``,
+below) or the paper's (``--tool-protocol paper``, :class:`PaperToolProtocol` and
+:mod:`agents.llm.paper_tools`: its instructions in the user message, its first-block rule, its
+globals and limits, its feedback; a reply without code ends the episode). Both share the episode's
+budget, its final-answer rule and its counts.
 
-A tool episode for one query (instructions ``tools-v2``):
+A tool episode for one query under gf2env's protocol (instructions ``tools-v2``):
 
 1. The model gets the step's prompt, with the tool instructions added to the system message: the
    globals the sandbox provides with an example of their use, and the answer's form with an
@@ -43,14 +48,22 @@ import asyncio
 import re
 import textwrap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agents.llm.paper_tools import (
+    PAPER_TOOL_PROTOCOL_ID,
+    STOP_DROPPED_IN_TOOL_TURNS,
+    first_code_block,
+    paper_feedback,
+    paper_result,
+    paper_tool_message,
+)
 from agents.llm.queries import Backend, Completion, Query, SamplingParams
 from gf2env.errors import GF2ConfigError
 from gf2env.rules import Failure
 from gf2env.text.answers import extract_answer, strip_reasoning
-from gf2env.text.prompt import answer_placeholder
+from gf2env.text.prompt import Prompt, answer_placeholder
 
 TOOL_PROMPT_ID = "tools-v2"
 TOOL_USE_CLASSES = ("no_tool", "single_tool", "multi_tool")
@@ -163,6 +176,113 @@ def retry_message(cut: str | None, turns_left: int, k: int, max_tokens: int) -> 
     return f"{why} reply with the answer as {answer_form(k)} and no code ({_turns_left(turns_left)})."
 
 
+class ToolProtocol:
+    """How a tool episode talks to the model: the first messages, which code runs, what the sandbox
+    may do and see, what the model is told after a run or after a reply without code. This class is
+    gf2env's own protocol (``tools-v2``, the module docs); :class:`PaperToolProtocol` is the paper's."""
+
+    name = "gf2env"
+    id = TOOL_PROMPT_ID  # hashed into a query's key: a change of protocol text needs a new id
+
+    @property
+    def limits(self) -> Any:
+        """The sandbox limits of a run (:class:`agents.sandbox.SandboxLimits`)."""
+        from agents.sandbox import DEFAULT_LIMITS
+
+        return DEFAULT_LIMITS
+
+    def view(self, record: Any, prompt: Prompt) -> dict[str, Any]:
+        """What the code sees: the record's public view and the prompt's index offset."""
+        from agents.sandbox import record_view
+
+        return {**record_view(record), "answer_offset": prompt.answer_offset}
+
+    def answer_length(self, view: dict[str, Any]) -> int:
+        """The number of indices an answer holds (``d - 1``)."""
+        return int(view["d"]) - 1
+
+    def sampling(self, params: SamplingParams) -> SamplingParams:
+        """The sampling of the episode's turns (gf2env's: the run's own)."""
+        return params
+
+    def first_messages(self, prompt: Prompt, view: dict[str, Any], revise: bool) -> list[dict[str, str]]:
+        """The prompt with the tool instructions in the system message."""
+        tools = tool_instructions(prompt.answer_offset, self.answer_length(view))
+        system = f"{prompt.system}\n\n{tools}" if prompt.system else tools
+        return [{"role": "system", "content": system}, {"role": "user", "content": prompt.text}]
+
+    def code(self, text: str, cut: str | None) -> str | None:
+        """The code a reply runs: the last closed block, none from a reply cut off inside code."""
+        return None if cut == "code" else extract_code(text)
+
+    def feedback(self, result: Any, turns_left: int, k: int, revise: bool) -> str:
+        return feedback_message(result, turns_left, k)
+
+    def after_no_code(
+        self, reply: str, stop: str | None, cut: str | None, turns_left: int, k: int, max_tokens: int
+    ) -> str | None:
+        """The user turn after a reply without code, or ``None`` when the reply ends the episode
+        (gf2env's: it holds an answer; otherwise it is asked again for one)."""
+        if has_answer(reply + (stop or "")):
+            return None
+        return retry_message(cut, turns_left, k, max_tokens)
+
+
+class PaperToolProtocol(ToolProtocol):
+    """The paper's tool protocol (:mod:`agents.llm.paper_tools`): the instructions after the question
+    in the user message, the first block runs (a fence never closed too), ``RECORD`` and ``PROMPT``
+    without the target, the paper's limits, its feedback, and a reply without code is final. The stop
+    strings of :data:`~agents.llm.paper_tools.STOP_DROPPED_IN_TOOL_TURNS` are dropped in its turns."""
+
+    name = "paper"
+    id = PAPER_TOOL_PROTOCOL_ID
+
+    @property
+    def limits(self) -> Any:
+        from agents.sandbox import PAPER_LIMITS
+
+        return PAPER_LIMITS
+
+    def view(self, record: Any, prompt: Prompt) -> dict[str, Any]:
+        from agents.sandbox import paper_record_view
+
+        return paper_record_view(record, prompt.text)
+
+    def answer_length(self, view: dict[str, Any]) -> int:
+        return int(view["RECORD"]["d_max"]) - 1
+
+    def sampling(self, params: SamplingParams) -> SamplingParams:
+        return replace(params, stop=tuple(s for s in params.stop if s not in STOP_DROPPED_IN_TOOL_TURNS))
+
+    def first_messages(self, prompt: Prompt, view: dict[str, Any], revise: bool) -> list[dict[str, str]]:
+        system = [{"role": "system", "content": prompt.system}] if prompt.system else []
+        return [*system, {"role": "user", "content": paper_tool_message(prompt.text, revise)}]
+
+    def code(self, text: str, cut: str | None) -> str | None:
+        return first_code_block(text)
+
+    def feedback(self, result: Any, turns_left: int, k: int, revise: bool) -> str:
+        return paper_feedback(paper_result(result), revise)
+
+    def after_no_code(
+        self, reply: str, stop: str | None, cut: str | None, turns_left: int, k: int, max_tokens: int
+    ) -> str | None:
+        return None
+
+
+TOOL_PROTOCOLS: dict[str, ToolProtocol] = {"gf2env": ToolProtocol(), "paper": PaperToolProtocol()}
+
+
+def tool_protocol(name: str) -> ToolProtocol:
+    """The protocol ``name`` (one of :data:`TOOL_PROTOCOLS`)."""
+    if name not in TOOL_PROTOCOLS:
+        raise GF2ConfigError(
+            f"tool_protocol={name!r} is unknown; pass one of {sorted(TOOL_PROTOCOLS)} "
+            "(gf2env: ours; paper: the paper's instructions, limits and feedback)."
+        )
+    return TOOL_PROTOCOLS[name]
+
+
 @dataclass
 class ToolEpisode:
     """One query's tool conversation, and how it ended."""
@@ -170,6 +290,8 @@ class ToolEpisode:
     query: Query
     view: dict[str, Any]
     messages: list[dict[str, str]]
+    protocol: ToolProtocol = field(default_factory=ToolProtocol)
+    revise: bool = True  # revisions are allowed (the paper's instructions and feedback say so)
     turns: list[dict[str, Any]] = field(default_factory=list)
     final_text: str = ""
     answer_source: str = "reply"
@@ -201,7 +323,7 @@ class ToolEpisode:
     @property
     def k(self) -> int:
         """The number of indices an answer holds (``d - 1``)."""
-        return int(self.view["d"]) - 1
+        return self.protocol.answer_length(self.view)
 
     @property
     def cut_off_replies(self) -> int:
@@ -248,7 +370,7 @@ class ToolEpisode:
     def summary(self) -> dict[str, Any]:
         """What the log records about the episode besides the final text."""
         return {
-            "tool_prompt_id": TOOL_PROMPT_ID,
+            "tool_prompt_id": self.protocol.id,
             "tool_calls": self.tool_calls,
             "tool_use": self.tool_use,
             "sandbox_s": round(self.sandbox_s, 4),
@@ -260,16 +382,14 @@ class ToolEpisode:
         }
 
 
-def start_episode(query: Query, view: dict[str, Any]) -> ToolEpisode:
-    """The first turn of a tool episode: the prompt with the tool instructions in the system message."""
-    episode = ToolEpisode(query, view, [])
-    tools = tool_instructions(query.prompt.answer_offset, episode.k)
-    system = f"{query.prompt.system}\n\n{tools}" if query.prompt.system else tools
-    episode.messages += [
-        {"role": "system", "content": system},
-        {"role": "user", "content": query.prompt.text},
-    ]
-    return episode
+def start_episode(
+    query: Query, view: dict[str, Any], protocol: ToolProtocol | None = None, revise: bool = True
+) -> ToolEpisode:
+    """The first turn of a tool episode under ``protocol`` (default gf2env's); ``revise``: the
+    episode allows revisions (``max_revisions > 0``)."""
+    protocol = protocol or TOOL_PROTOCOLS["gf2env"]
+    messages = protocol.first_messages(query.prompt, view, revise)
+    return ToolEpisode(query, view, messages, protocol, revise)
 
 
 def turn_seed(seed: int, turn: int) -> int:
@@ -278,8 +398,9 @@ def turn_seed(seed: int, turn: int) -> int:
 
 
 def tool_usage(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The paper's tool-usage table from a query log: per (model, g), how many answered queries made
-    no, one or several tool calls, and the accuracy of each class (``None`` where the class is empty);
+    """gf2env's tool-use breakdown from a query log (the paper's table is :func:`paper_tool_usage`):
+    per (model, g), how many answered queries made no, one or several tool calls, and the accuracy
+    of each class (``None`` where the class is empty);
     then the share of queries whose outcome is ``truncated`` (no answer, the last reply cut off by
     ``max_tokens``) and the number of cut-off replies over all their turns (``0`` for logs from
     before ``tools-v2``, which did not record them)."""
@@ -323,6 +444,72 @@ def format_tool_usage(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+PAPER_TOOL_USAGE_COLUMNS = (
+    "model_class", "model", "g", "p",
+    "no_tool_rate", "no_tool_n", "single_tool_rate", "single_tool_n", "multi_tool_rate", "multi_tool_n",
+)  # fmt: skip
+
+
+def paper_tool_usage(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The paper's tool-usage table from a query log holding a tool run and a no-tool run of a model:
+    per (model class, model, g, p), the accuracy under three budgets and the queries behind each.
+
+    - ``no_tool``: the no-tool run's queries (answered lines without tool episodes);
+    - ``single_tool``: the tool run scored on its FIRST sandbox run's output only (an episode whose
+      model ran no code scores wrong: the paper's "no code = no credit");
+    - ``multi_tool``: the same episodes scored after the whole revise loop (the logged verdict).
+
+    Only models with a tool run have a row; a rate is ``None`` where its budget has no queries
+    (e.g. no no-tool run was logged)."""
+    cells: dict[tuple[str, str, int, int], dict[str, list[bool]]] = {}
+    plain: dict[tuple[str, str, int, int], list[bool]] = {}
+    for line in lines:
+        if line.get("status") != "ok":
+            continue
+        model_class = str(line.get("model_class", line.get("backend", "")))
+        key = (model_class, line["model"], int(line["g"]), int(line["p"]))
+        if "tool_use" in line:
+            cell = cells.setdefault(key, {"single_tool": [], "multi_tool": []})
+            cell["single_tool"].append(bool(line.get("first_run_correct")))
+            cell["multi_tool"].append(bool(line["correct"]))
+        else:
+            plain.setdefault(key, []).append(bool(line["correct"]))
+    rows = []
+    for key, cell in sorted(cells.items()):
+        model_class, model, g, p = key
+        row: dict[str, Any] = {"model_class": model_class, "model": model, "g": g, "p": p}
+        for name, results in (("no_tool", plain.get(key, [])), *cell.items()):
+            row[f"{name}_rate"] = sum(results) / len(results) if results else None
+            row[f"{name}_n"] = len(results)
+        rows.append({c: row[c] for c in PAPER_TOOL_USAGE_COLUMNS})
+    return rows
+
+
+def write_paper_tool_usage(path: Any, rows: Sequence[dict[str, Any]]) -> None:
+    """:func:`paper_tool_usage`'s rows as CSV with the paper's columns (an empty cell: no queries)."""
+    import csv
+
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=PAPER_TOOL_USAGE_COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+
+
+def format_paper_tool_usage(rows: Sequence[dict[str, Any]]) -> str:
+    """:func:`paper_tool_usage` as a text table (rates in percent, with their query counts)."""
+    budgets = ("no_tool", "single_tool", "multi_tool")
+    out = [f"{'model_class':<16} {'model':<24} {'g':>4} {'p':>3}" + "".join(f" {b:>18}" for b in budgets)]
+    for r in rows:
+        cells = ""
+        for b in budgets:
+            rate = r[f"{b}_rate"]
+            shown = f"{100 * rate:.1f}%" if rate is not None else "-"
+            cells += f" {shown:>10} (n={r[f'{b}_n']:>3})"
+        out.append(f"{r['model_class']:<16} {r['model']:<24} {r['g']:>4} {r['p']:>3}{cells}")
+    return "\n".join(out)
+
+
 def _ask_all(backend: Backend, queries: Sequence[Query], params: SamplingParams) -> dict[str, Completion]:
     replies: dict[str, Completion] = {}
 
@@ -350,6 +537,14 @@ def run_tool_episodes(
     if max_revisions < 0:
         raise GF2ConfigError(f"max_revisions={max_revisions} is negative; pass 0 or more (paper: 10).")
     active = [e for e in episodes if not e.done]
+    protocols = {e.protocol.id for e in active}
+    if len(protocols) > 1:
+        raise GF2ConfigError(
+            f"run_tool_episodes got episodes of several tool protocols {sorted(protocols)}; "
+            "run each protocol's episodes in its own call."
+        )
+    if active:
+        params = active[0].protocol.sampling(params)
     for turn in range(max_revisions + 1):
         if not active:
             return
@@ -374,7 +569,7 @@ def run_tool_episodes(
                 on_done(episode)
                 continue
             cut = cut_off(reply.text, reply.finish_reason)
-            code = None if cut == "code" else extract_code(reply.text)  # an unclosed block is incomplete
+            code = episode.protocol.code(reply.text, cut)
             episode.turns.append(
                 {"response": reply.text, "code": code, "sandbox": None, "finish_reason": reply.finish_reason,
                  "stop_reason": reply.stop_reason, "cut_off": cut}
@@ -382,11 +577,16 @@ def run_tool_episodes(
             episode.messages.append({"role": "assistant", "content": reply.text})
             if code is not None:
                 jobs.append((episode, code))
-            elif left == 0 or has_answer(reply.text + (reply.stop_reason or "")):
+                continue
+            message = None
+            if left > 0:
+                message = episode.protocol.after_no_code(
+                    reply.text, reply.stop_reason, cut, left, episode.k, params.max_tokens
+                )
+            if message is None:
                 episode.finish()
                 on_done(episode)
             else:
-                message = retry_message(cut, left, episode.k, params.max_tokens)
                 episode.messages.append({"role": "user", "content": message})
                 still.append(episode)
         results = run_code([(code, episode.view) for episode, code in jobs]) if jobs else []
@@ -396,7 +596,7 @@ def run_tool_episodes(
                 episode.finish()
                 on_done(episode)
             else:
-                message = feedback_message(result, left, episode.k)
+                message = episode.protocol.feedback(result, left, episode.k, episode.revise)
                 episode.messages.append({"role": "user", "content": message})
                 still.append(episode)
         active = still
@@ -407,18 +607,26 @@ __all__ = [
     "FEEDBACK_CHARS",
     "OUTCOMES",
     "TOOL_PROMPT_ID",
+    "TOOL_PROTOCOLS",
     "TOOL_USE_CLASSES",
+    "PAPER_TOOL_USAGE_COLUMNS",
+    "PaperToolProtocol",
     "ToolEpisode",
+    "ToolProtocol",
     "answer_form",
     "cut_off",
     "extract_code",
     "feedback_message",
+    "format_paper_tool_usage",
     "format_tool_usage",
     "has_answer",
+    "paper_tool_usage",
     "retry_message",
     "run_tool_episodes",
     "start_episode",
     "tool_instructions",
+    "tool_protocol",
     "tool_usage",
     "turn_seed",
+    "write_paper_tool_usage",
 ]

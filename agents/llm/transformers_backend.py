@@ -89,6 +89,8 @@ class TransformersBackend(Backend):
             "temperature": params.temperature if sample else None,
             "top_p": params.top_p if sample else None,
         }
+        if sample and params.top_k is not None:
+            kwargs["top_k"] = params.top_k
         if params.stop:
             kwargs.update(stop_strings=list(params.stop), tokenizer=self.tokenizer)
         return kwargs

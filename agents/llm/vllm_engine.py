@@ -49,6 +49,7 @@ class VLLMEngineBackend(Backend):
             max_tokens=params.max_tokens,
             seed=query.seed,
             stop=list(params.stop) or None,
+            **({} if params.top_k is None else {"top_k": params.top_k}),
         )
 
     def answer_chunk(self, queries: Sequence[Query], params: SamplingParams) -> list[Completion]:

@@ -9,15 +9,24 @@ in the jail (rlimits wrapper, seccomp; standard library only); the rest stays on
 
 from agents.sandbox.errors import SandboxConfigError, SandboxUnavailableError
 from agents.sandbox.isolation import BWRAP, ISOLATIONS, UNSAFE, detect_isolation
-from agents.sandbox.limits import DEFAULT_LIMITS, STOP_REASONS, SandboxLimits, SandboxResult
+from agents.sandbox.limits import (
+    DEFAULT_LIMITS,
+    PAPER_IMPORTS,
+    PAPER_LIMITS,
+    STOP_REASONS,
+    SandboxLimits,
+    SandboxResult,
+)
 from agents.sandbox.sandbox import Sandbox, SandboxPool
-from agents.sandbox.view import EMPTY_VIEW, VIEW_KEYS, record_view
+from agents.sandbox.view import EMPTY_VIEW, VIEW_KEYS, paper_record_view, record_view
 
 __all__ = [
     "BWRAP",
     "DEFAULT_LIMITS",
     "EMPTY_VIEW",
     "ISOLATIONS",
+    "PAPER_IMPORTS",
+    "PAPER_LIMITS",
     "STOP_REASONS",
     "UNSAFE",
     "VIEW_KEYS",
@@ -28,5 +37,6 @@ __all__ = [
     "SandboxResult",
     "SandboxUnavailableError",
     "detect_isolation",
+    "paper_record_view",
     "record_view",
 ]

@@ -1,5 +1,7 @@
 """The process-side half of :mod:`agents.sandbox`; standard library only, run as ``python -S -s -B``.
 
+One idea: what runs inside the jail (it is copied there as one file, so it cannot be split).
+
 Three commands (each imports only what it needs: every run starts two of them):
 
 * ``limit RLIMITS REPORT_FD -- PROGRAM ARGS...``: the trusted wrapper the parent starts: set the
@@ -299,9 +301,38 @@ def cmd_limit(argv: list[str]) -> int:
     return 0
 
 
-def _model_globals(view: dict) -> dict:
-    names = {key: view[key] for key in ("n", "p", "d", "g", "K", "prefix", "samples")}
-    return {"__name__": "__main__", "__builtins__": __builtins__, "record": view, **names}
+def _builtins(imports: list | None, denied: list) -> object:
+    """The code's builtins: all of them, less ``denied``, with ``import`` limited to ``imports``."""
+    if imports is None and not denied:
+        return __builtins__
+    import builtins
+
+    names = {k: v for k, v in vars(builtins).items() if k not in denied}
+    if imports is not None:
+        allowed = frozenset(imports)
+        real_import = builtins.__import__
+
+        def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002
+            top = name.partition(".")[0]
+            if level != 0 or top not in allowed:
+                raise ImportError(
+                    f"import of {name!r} is not allowed here; allowed: {', '.join(sorted(allowed))}"
+                )
+            return real_import(name, globals, locals, fromlist, level)
+
+        names["__import__"] = guarded_import
+    return names
+
+
+def _model_globals(view: dict, job: dict) -> dict:
+    """The code's globals: ``RECORD`` and ``PROMPT`` for a paper view, else ``record`` and its keys."""
+    if "RECORD" in view:
+        names = {"RECORD": view["RECORD"], "PROMPT": view["PROMPT"]}
+    else:
+        names = {key: view[key] for key in ("n", "p", "d", "g", "K", "prefix", "samples")}
+        names["record"] = view
+    wrapped = _builtins(job.get("imports"), job.get("denied_builtins", []))
+    return {"__name__": "__main__", "__builtins__": wrapped, **names}
 
 
 def cmd_run(argv: list[str]) -> int:
@@ -328,7 +359,7 @@ def cmd_run(argv: list[str]) -> int:
     except (OSError, ValueError, KeyError) as err:
         print(f"gf2 sandbox harness: setup failed, the code did not run: {err}", file=sys.stderr)
         return EXIT_SETUP
-    namespace = _model_globals(view)
+    namespace = _model_globals(view, job)
     try:
         exec(compile(code, "<model>", "exec"), namespace)
     except SystemExit:

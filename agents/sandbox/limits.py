@@ -16,7 +16,14 @@ STOP_REASONS = ("exited", "error", "timeout", "cpu_limit", "memory_limit", "outp
 @dataclass(frozen=True)
 class SandboxLimits:
     """Per-run limits. ``memory_mb`` is the address space of each process; ``scratch_mb`` sizes the
-    tmpfs at ``/scratch`` and at ``/tmp`` (bwrap only; the UNSAFE mode writes to a host tempdir)."""
+    tmpfs at ``/scratch`` and at ``/tmp`` (bwrap only; the UNSAFE mode writes to a host tempdir).
+
+    ``imports`` (``None``: any module the sandbox holds, the standard library and numpy) is the list of
+    top-level modules the code's own ``import`` statements may name; the modules those import are
+    not checked. ``denied_builtins`` are builtins the code does not get (e.g. ``eval``, ``open``).
+    Both are rules of a protocol (the paper's: :data:`PAPER_LIMITS`), not isolation layers: the
+    layers of :mod:`agents.sandbox.sandbox` hold whatever the code imports.
+    """
 
     wall_s: float = 10.0
     cpu_s: int = 10
@@ -25,8 +32,20 @@ class SandboxLimits:
     open_files: int = 64
     output_bytes: int = 65536
     scratch_mb: int = 64
+    imports: tuple[str, ...] | None = None
+    denied_builtins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        for name in ("imports", "denied_builtins"):
+            value = getattr(self, name)
+            if value is None and name == "imports":
+                continue
+            if not isinstance(value, tuple) or not all(
+                isinstance(v, str) and v.isidentifier() for v in value
+            ):
+                raise SandboxConfigError(
+                    f"SandboxLimits.{name}={value!r}: give a tuple of names, e.g. ('re', 'math')."
+                )
         wall = self.wall_s
         if (
             isinstance(wall, bool)
@@ -68,6 +87,14 @@ class SandboxLimits:
 
 
 DEFAULT_LIMITS = SandboxLimits()
+PAPER_IMPORTS = (
+    "re", "math", "itertools", "collections", "string", "json", "functools", "operator", "heapq",
+    "bisect", "random", "fractions", "decimal", "statistics",
+)  # fmt: skip
+PAPER_DENIED_BUILTINS = ("eval", "exec", "compile", "open", "input", "breakpoint")
+PAPER_LIMITS = SandboxLimits(
+    wall_s=0.5, cpu_s=1, imports=PAPER_IMPORTS, denied_builtins=PAPER_DENIED_BUILTINS
+)  # the paper's tool protocol: ~500 ms wall clock, these imports only, no eval/exec/files
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,8 @@ class Sandbox:
             "record": inside["record.json"],
             "site": sites,
             "seccomp": self.seccomp,
+            "imports": None if self.limits.imports is None else list(self.limits.imports),
+            "denied_builtins": list(self.limits.denied_builtins),
         }
         Path(host["job.json"]).write_text(json.dumps(job))
         limits = harness.format_rlimits(self.limits.rlimits())

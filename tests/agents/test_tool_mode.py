@@ -220,7 +220,7 @@ def test_gf2_eval_tool_mode_on_the_papers_file(server, tmp_path):
     assert {(x["outcome"], x["cut_off_replies"]) for x in lines} == {("answer", 0)}
     rows = read_results_csv(tmp_path / "results.csv")
     assert len(rows) == 20 and all(r["gamma"] == 1.0 for r in rows)
-    assert "tool use (the paper's classes)" in run.stdout and "100.0% / " in run.stdout
+    assert "tool use by episode class" in run.stdout and "100.0% / " in run.stdout
     usage = tool_usage(lines)
     assert len(usage) == 2  # g = 63 and 127
     assert all(u["single_tool_share"] == 1.0 and u["single_tool_accuracy"] == 1.0 for u in usage)
