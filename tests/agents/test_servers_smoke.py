@@ -109,6 +109,18 @@ def test_vllm_server_answers_chat_and_completions_then_stops(tmp_path, smollm2):
         assert all(x["tool_use"] in TOOL_USE_CLASSES and len(x["turns"]) >= 1 for x in lines)
         assert all(c in run.stdout for c in TOOL_USE_CLASSES)  # the tool-usage table
 
+        # The paper's tool protocol against the same server: its messages, stop strings less `]}`,
+        # and the paper's tool-usage table written.
+        paper = [*cmd[: cmd.index("--out")], "--tools", "--tool-protocol", "paper", "--max-revisions", "1",
+                 "--stop", "]}", "--out", str(tmp_path / "paper"), "--quiet", "--no-plots"]  # fmt: skip
+        run = subprocess.run(paper, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        lines = [json.loads(x) for x in (tmp_path / "paper" / "queries.jsonl").read_text().splitlines()]
+        assert len(lines) == 8 and all(x["status"] == "ok" for x in lines)
+        assert all(x["tool_prompt_id"] == "paper-tools" and x["params"]["stop"] == ["]}"] for x in lines)
+        assert all(t["stop_reason"] != "]}" for x in lines for t in x["turns"])  # dropped in tool turns
+        assert (tmp_path / "paper" / "tool_usage.csv").read_text().startswith("model_class,model,g,p,")
+
         # --max-model-len: each prompt counted by the server's /tokenize, max tokens cut to what is left;
         # a prompt that fills the context is answered cut off (finish "length"), never refused.
         plain = [json.loads(x) for x in (out / "queries.jsonl").read_text().splitlines()]
