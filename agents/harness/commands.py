@@ -152,6 +152,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.config:
         if args.agent:
             raise GF2ConfigError(f"--config {args.config} names its agents; drop --agent {args.agent}.")
+        changed = [k for k, default in args.preset_fixed.items() if getattr(args, k) != default]
+        if changed:
+            flags = ", ".join("--" + k.replace("_", "-") for k in changed)
+            raise GF2ConfigError(
+                f"--config {args.config} fixes how its agents are asked; drop {flags} (or copy the "
+                "preset and edit it; --base-url, --model and the grid and output flags apply)."
+            )
         base = load_config(args.config)
         agents = tuple(preset_agent(a, args) for a in base.agents)
         config = compare_config(args, agents, base)
@@ -270,7 +277,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--tensor-parallel-size", type=int, help="vllm-offline: GPUs a model")
     ev.add_argument("--out", help="output directory (default results/eval); its queries.jsonl resumes")
     add_grid_flags(ev)
-    ev.set_defaults(func=cmd_eval)
+    kept = {"help", "agent", "config", "model", "base_url", "out", *GRID_FLAGS}
+    grid = {a.dest for a in cmp._actions}  # the grid and output flags, shared with compare
+    preset_fixed = {a.dest: a.default for a in ev._actions if a.dest not in kept | grid}
+    ev.set_defaults(func=cmd_eval, preset_fixed=preset_fixed)
 
     demo = sub.add_parser("demo", help="seeded report: reward per depth against the baseline")
     demo.add_argument("--episodes", type=int, default=20)

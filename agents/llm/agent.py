@@ -121,6 +121,11 @@ class LLMSpec:
         from agents.llm.tool_mode import tool_protocol
 
         tool_protocol(self.tool_protocol)
+        if self.tool_protocol != "gf2env" and not self.tools:
+            raise GF2ConfigError(
+                f"tool_protocol={self.tool_protocol!r} applies to tool mode only; add tools: true "
+                "(--tools), or drop it."
+            )
 
     @property
     def mode(self) -> dict[str, Any] | None:

@@ -257,11 +257,23 @@ def test_a_paper_preset_sends_the_papers_requests(tmp_path, mode):
     assert "the paper's table" in run.stdout and "wrote" in run.stdout
 
 
+def test_a_tool_protocol_without_tool_mode_is_refused():
+    from agents.llm.agent import LLMSpec
+
+    with pytest.raises(GF2ConfigError, match="add tools: true"):
+        LLMSpec(model="m", backend="transformers", tool_protocol="paper")
+    with pytest.raises(GF2ConfigError, match="tool_protocol='pape' is unknown"):
+        LLMSpec(model="m", backend="transformers", tools=True, tool_protocol="pape")
+
+
 def test_eval_config_refuses_an_agent_flag_too():
     cmd = [sys.executable, "-m", "gf2env", "eval", "--config", "configs/paper-llm-qwen3-4b-instruct.yaml",
            "--agent", "vllm"]  # fmt: skip
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert run.returncode != 0 and "drop --agent vllm" in run.stderr
+    tools = [*cmd[:-2], "--tools", "--temperature", "0.5", "--depths", "0"]
+    run = subprocess.run(tools, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert run.returncode != 0 and "drop --temperature, --tools" in run.stderr
 
 
 @pytest.mark.parametrize(
