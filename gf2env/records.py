@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -89,8 +90,7 @@ class Record:
             "prefix": [list(s) for s in self.prefix],
             "target": list(self.target),
             "samples": [
-                {"x": hex(int("".join(map(str, row.tolist())), 2)), "y": int(y)}
-                for row, y in zip(bits, self.labels, strict=True)
+                {"x": x, "y": int(y)} for x, y in zip(_hex_rows(bits), self.labels.tolist(), strict=True)
             ],
         }
 
@@ -101,7 +101,7 @@ class Record:
             raise RecordFormatError(f"Record lacks the fields {sorted(missing)}.")
         n, p, d, g = (int(obj[key]) for key in ("n", "p", "d_max", "g"))
         try:
-            prefix = tuple(check_support(s, p, d - 1) for s in obj["prefix"])
+            prefix = _terms(obj["prefix"], p, d - 1)
             target = check_support(obj["target"], p, d - 1)
         except InvalidActionError as err:
             raise RecordFormatError(f"Record with g={g} has an invalid term: {err}") from err
@@ -109,17 +109,7 @@ class Record:
             raise RecordFormatError(f"Record says g={g} but its prefix has {len(prefix)} terms.")
         if not g < n:
             raise RecordFormatError(f"Record has g={g} but only n={n} address bits; need g < n.")
-        width = n + p
-        rows, labels = [], []
-        for s in obj["samples"]:
-            value = int(s["x"], 16)
-            if value >> width:
-                raise RecordFormatError(f"Sample x={s['x']} has more than n+p={width} bits for n={n}, p={p}.")
-            rows.append([(value >> (width - 1 - i)) & 1 for i in range(width)])
-            if s["y"] not in (0, 1):
-                raise RecordFormatError(f"Sample label y={s['y']!r} is not 0 or 1.")
-            labels.append(int(s["y"]))
-        bits = np.array(rows, dtype=np.uint8).reshape(len(rows), width)
+        bits, labels = _sample_bits(obj["samples"], n, p)
         return cls(
             n=n,
             p=p,
@@ -128,9 +118,73 @@ class Record:
             target=target,
             address=bits[:, :n],
             payload=bits[:, n:],
-            labels=np.array(labels, dtype=np.uint8),
+            labels=labels,
             exp=str(obj.get("exp", "grid")),
         )
+
+
+def _hex_rows(bits: np.ndarray) -> list[str]:
+    """Each row of ``bits`` as the paper's hex string (most significant first, ``hex()``'s form)."""
+    rows, width = bits.shape
+    pad = -width % 8
+    packed = np.packbits(
+        np.concatenate([np.zeros((rows, pad), np.uint8), bits.astype(np.uint8)], axis=1), axis=1
+    )
+    size = packed.shape[1]
+    data = packed.tobytes()
+    return [hex(int.from_bytes(data[i * size : (i + 1) * size], "big")) for i in range(rows)]
+
+
+_NIBBLES = np.full(256, 255, dtype=np.uint8)  # ASCII hex digit -> its value; 255: not a hex digit
+for _i, _c in enumerate("0123456789abcdef"):
+    _NIBBLES[ord(_c)] = _NIBBLES[ord(_c.upper())] = _i
+
+
+def _terms(terms: Any, p: int, k: int) -> tuple[tuple[int, ...], ...]:
+    """The prefix's terms as sorted tuples: one array check when every term is well formed, else
+    :func:`check_support` on each (whose error names the first bad one)."""
+    if isinstance(terms, list) and terms and k > 0 and all(type(t) is list and len(t) == k for t in terms):
+        if set(map(type, chain.from_iterable(terms))) == {int}:  # no bools, floats or strings
+            ints = np.sort(np.array(terms, dtype=np.int64), axis=1)
+            if ints.min() >= 0 and ints.max() < p and bool((np.diff(ints, axis=1) > 0).all()):
+                return tuple(map(tuple, ints.tolist()))
+    return tuple(check_support(s, p, k) for s in terms)
+
+
+def _sample_bits(samples: Any, n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """The samples' ``(K, n + p)`` bits (``x`` read most significant first) and ``(K,)`` labels,
+    decoded as one array; the errors name the sample."""
+    width = n + p
+    digits = (width + 3) // 4
+    try:
+        xs = [s["x"] for s in samples]
+        ys = [s["y"] for s in samples]
+    except (KeyError, TypeError):
+        raise RecordFormatError("Every sample needs 'x' (a hex string) and 'y' (0 or 1).") from None
+    padded = []
+    for x in xs:
+        if not isinstance(x, str):
+            raise RecordFormatError(f"Sample x={x!r} is not a hex string such as '0x5fc'.")
+        h = (x[2:] if x[:2] in ("0x", "0X") else x).lstrip("0")
+        if len(h) > digits:
+            raise RecordFormatError(f"Sample x={x} has more than n+p={width} bits for n={n}, p={p}.")
+        padded.append(h.rjust(digits, "0"))
+    text = "".join(padded)
+    nibbles = _NIBBLES[np.frombuffer(text.encode("utf-8"), dtype=np.uint8)]
+    if nibbles.size != len(xs) * digits or (nibbles == 255).any():
+        bad = next(
+            x for x, h in zip(xs, padded, strict=True) if not all(c in "0123456789abcdefABCDEF" for c in h)
+        )
+        raise RecordFormatError(f"Sample x={bad!r} is not a hex string such as '0x5fc'.")
+    bits = np.unpackbits(nibbles.reshape(len(xs), digits, 1), axis=2)[:, :, 4:].reshape(len(xs), 4 * digits)
+    extra = 4 * digits - width
+    if extra and bits[:, :extra].any():
+        bad = xs[int(np.flatnonzero(bits[:, :extra].any(axis=1))[0])]
+        raise RecordFormatError(f"Sample x={bad} has more than n+p={width} bits for n={n}, p={p}.")
+    for y in ys:
+        if type(y) not in (int, bool) or y not in (0, 1):
+            raise RecordFormatError(f"Sample label y={y!r} is not 0 or 1.")
+    return np.ascontiguousarray(bits[:, extra:]), np.array(ys, dtype=np.uint8).reshape(len(ys))
 
 
 def read_records(path: str | Path) -> list[Record]:

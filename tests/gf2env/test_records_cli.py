@@ -49,6 +49,21 @@ def test_generated_records_round_trip_and_are_consistent():
         np.testing.assert_array_equal(back.recomputed_labels(), rec.labels)
 
 
+def test_hex_strings_in_any_case_with_or_without_0x_and_leading_zeros_read_alike():
+    rec = generate_record(TaskConfig(n=8, p=12), 2, 0, 0)
+    obj = rec.to_json()
+    for s in obj["samples"]:
+        s["x"] = s["x"][2:].upper().rjust(9, "0") if s["y"] else "0X" + s["x"][2:]
+    back = Record.from_json(obj)
+    np.testing.assert_array_equal(back.address, rec.address)
+    np.testing.assert_array_equal(back.payload, rec.payload)
+    assert back.to_json() == rec.to_json()
+    odd = generate_record(TaskConfig(n=9, p=12), 2, 0, 0).to_json()  # 21 bits: 6 digits, 3 pad bits
+    odd["samples"][4]["x"] = hex(1 << 22)
+    with pytest.raises(RecordFormatError, match="x=0x400000 has more than n\\+p=21 bits"):
+        Record.from_json(odd)
+
+
 @pytest.mark.parametrize(
     "edit, match",
     [
@@ -57,6 +72,15 @@ def test_generated_records_round_trip_and_are_consistent():
         (lambda o: o.update(target=[1, 1, 2]), "invalid term"),
         (lambda o: o["samples"][0].update(x=hex(1 << 80)), "more than"),
         (lambda o: o["samples"][0].update(y=2), "not 0 or 1"),
+        (lambda o: o["samples"][0].update(y="1"), "not 0 or 1"),
+        (lambda o: o["samples"][1].update(x="0x12g4"), "'0x12g4' is not a hex string"),
+        (lambda o: o["samples"][1].update(x="0x1é"), "is not a hex string"),
+        (lambda o: o["samples"][2].update(x=255), "x=255 is not a hex string"),
+        (lambda o: o["samples"][3].pop("x"), "needs 'x'"),
+        (lambda o: o["samples"][3].update(x=hex((1 << 20) | 1)), "more than n\\+p=20 bits"),
+        (lambda o: o["prefix"][1].__setitem__(0, True), "entry True is not an integer"),
+        (lambda o: o["prefix"][1].__setitem__(0, 99), "invalid term"),
+        (lambda o: o["prefix"][0].append(5), "invalid term"),
     ],
 )
 def test_malformed_records_are_rejected(edit, match):
