@@ -1,4 +1,4 @@
-"""Estimators as policies on ``GF2Recon-v0`` observations.
+"""Estimators as policies on ``GF2Recon-v1`` observations.
 
 :class:`EstimatorPolicy` turns an observation into a one-step :class:`~gf2env.posterior.StepBatch`,
 asks its estimator for the posterior, and returns the argmax (ties broken at random) or a sample
@@ -26,7 +26,7 @@ DECISIONS = ("argmax", "sample")
 
 
 class EstimatorPolicy:
-    """Play an estimator on a ``GF2Recon-v0`` env.
+    """Play an estimator on a ``GF2Recon-v1`` env.
 
     Args:
         estimator: an :class:`~agents.estimators.Estimator` or its name (``"A"``, ``"B"``, ``"D(k=3)"``...).
@@ -49,8 +49,8 @@ class EstimatorPolicy:
         base = env.unwrapped
         if not isinstance(base, GF2ReconEnv):
             raise GF2ConfigError(
-                f"EstimatorPolicy plays GF2Recon-v0; got {type(base).__name__}. "
-                "Pass gym.make('GF2Recon-v0', ...)."
+                f"EstimatorPolicy plays GF2Recon-v1; got {type(base).__name__}. "
+                "Pass gym.make('GF2Recon-v1', ...)."
             )
         config = base.config
         self.p, self.d = config.p, config.d

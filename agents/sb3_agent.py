@@ -1,6 +1,6 @@
 """A saved stable-baselines3 policy as an agent of the harness (``gf2 compare``), next to estimators.
 
-A policy trained on ``GF2Recon-v0`` with ``n`` address bits answers any record of the same
+A policy trained on ``GF2Recon-v1`` with ``n`` address bits answers any record of the same
 ``(p, d, K)`` at depth ``g < n``: the record is turned into exactly the observation the environment
 shows at that step (prefix rows ``0..g-1`` set, address bits padded with the zeros the oracle puts
 after ``a_{g+1}``, ``depth = g``). Its ``action`` is the deterministic one (what
@@ -67,7 +67,7 @@ def load_sb3(spec: SB3Spec) -> Any:
 
 
 def observations(records: list[Record], n: int) -> dict[str, np.ndarray]:
-    """The batched observations ``GF2Recon-v0`` (``n`` address bits) shows at these records' steps."""
+    """The batched observations ``GF2Recon-v1`` (``n`` address bits) shows at these records' steps."""
     R, rec0 = len(records), records[0]
     K, p = rec0.K, rec0.p
     prefix = np.zeros((R, n, p), dtype=np.int8)

@@ -1,4 +1,4 @@
-"""Single-environment step rate of GF2Recon-v0 at fixed depths.
+"""Single-environment step rate of GF2Recon-v1 at fixed depths.
 
 Each measurement resets an env at ``start_depth = g`` and times ``steps`` calls to ``step`` at that
 depth (the ``retry`` mode with unlimited-in-practice attempts keeps the depth fixed), so the number

@@ -1,6 +1,7 @@
 """gf2env: the GF(2) circuit-reconstruction benchmark as a Gymnasium environment.
 
-``import gf2env`` registers ``GF2Recon-v0`` and ``GF2ReconText-v0`` (prompt in, text out).
+``import gf2env`` registers ``GF2Recon-v1`` and ``GF2ReconText-v1`` (prompt in, text out), and their
+v0 versions, which replay the first random stream (``stream="generator"``) exactly.
 """
 
 from gymnasium.envs.registration import register, registry
@@ -24,16 +25,26 @@ from gf2env.vector import GF2ReconVectorEnv
 
 __version__ = "0.1.0"
 
-if "GF2Recon-v0" not in registry:
-    register(
-        id="GF2Recon-v0",
-        entry_point="gf2env.env:GF2ReconEnv",
-        vector_entry_point="gf2env.vector:GF2ReconVectorEnv",
-    )
-if "GF2ReconText-v0" not in registry:
-    register(id="GF2ReconText-v0", entry_point="gf2env.text.text_env:GF2ReconTextEnv")
+ENV_ID = "GF2Recon-v1"
+TEXT_ENV_ID = "GF2ReconText-v1"
+_V0 = {"stream": "generator"}  # v0 is v1's task on the first random stream
+
+for _version, _kwargs in (("v1", {}), ("v0", _V0)):
+    if f"GF2Recon-{_version}" not in registry:
+        register(
+            id=f"GF2Recon-{_version}",
+            entry_point="gf2env.env:GF2ReconEnv",
+            vector_entry_point="gf2env.vector:GF2ReconVectorEnv",
+            kwargs=_kwargs,
+        )
+    if f"GF2ReconText-{_version}" not in registry:
+        register(
+            id=f"GF2ReconText-{_version}", entry_point="gf2env.text.text_env:GF2ReconTextEnv", kwargs=_kwargs
+        )
 
 __all__ = [
+    "ENV_ID",
+    "TEXT_ENV_ID",
     "Evidence",
     "Failure",
     "GF2ConfigError",

@@ -11,9 +11,10 @@ from gymnasium import spaces
 
 from gf2env.combinatorics import rank_support, unrank_support
 from gf2env.errors import GF2ConfigError, InvalidActionError
-from gf2env.oracle import Evidence, Instance, TaskConfig, draw_evidence, draw_instance
+from gf2env.oracle import Evidence, Instance, TaskConfig
 from gf2env.posterior import StepBatch, bayes_ceiling
 from gf2env.rules import DEFAULT_MAX_ATTEMPTS, STEP_MODES, check_support, step_transition
+from gf2env.streams import Buffers, make_stream
 from gf2env.text.prompt import render_paper_prompt
 
 Observation = dict[str, np.ndarray | np.int64]  # arrays, and the depth as a NumPy integer
@@ -72,8 +73,9 @@ class GF2ReconEnv(gym.Env):
     very samples the action answered, the information-theoretic reference for that step.
 
     ## Arguments
-    ``gym.make("GF2Recon-v0", p=12, d=4, n=32, K=32, sampling="adversarial", w=None,
-    start_depth=0, step_mode="reveal", max_attempts=None, bayes_ceiling=False, render_mode=None)``
+    ``gym.make("GF2Recon-v1", p=12, d=4, n=32, K=32, sampling="adversarial", w=None,
+    start_depth=0, step_mode="reveal", max_attempts=None, bayes_ceiling=False, render_mode=None,
+    stream="philox", kernel="numba")``
     - ``p``, ``d``, ``n``, ``K``: payload bits (<= 64), term degree, terms, samples a step.
     - ``sampling``: ``"adversarial"`` (payload weight ``w``, default ``w*`` making the firing
       probability closest to 1/2), ``"diagnostic"`` (all-ones and the ``p`` one-bit-cleared
@@ -83,9 +85,16 @@ class GF2ReconEnv(gym.Env):
     - ``step_mode``, ``max_attempts``: see above; ``max_attempts`` (default 10) is for ``retry``.
     - ``bayes_ceiling``: add estimators A's and B's γ on each judged step to ``info`` (see Info).
     - ``render_mode``: ``"ansi"`` returns the current step as the paper's prompt.
+    - ``stream``: the random stream (:mod:`gf2env.streams`). ``"philox"`` (v1): counter-based, every
+      bit a function of the seed, the episode count and the draw count; ``"generator"`` (v0): the
+      seeded ``np_random`` drawing uniforms. The same seed gives different episodes in the two.
+    - ``kernel``: ``"numba"`` (compiled draws of the philox stream) or ``"numpy"`` (the reference;
+      the same bits).
 
     ## Version history
-    - v0: initial version.
+    - v1: the counter-based Philox stream (same task, same distributions, different episodes for a
+      seed); one compiled call draws a whole vector env's evidence.
+    - v0: initial version; ``gym.make("GF2Recon-v0")`` still replays it (``stream="generator"``).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -103,8 +112,16 @@ class GF2ReconEnv(gym.Env):
         max_attempts: int | None = None,
         bayes_ceiling: bool = False,
         render_mode: str | None = None,
+        stream: str = "philox",
+        kernel: str = "numba",
     ) -> None:
         self.config = TaskConfig(p=p, d=d, n=n, K=K, sampling=sampling, w=w)
+        self._stream = make_stream(stream, self.config, 1, kernel)  # validates stream and kernel
+        self.stream, self.kernel = stream, kernel
+        self._buf = Buffers(self.config, 1)
+        self._one = np.zeros(1, dtype=np.int64)  # sub-env 0: the stream's batch of one
+        self._depth_batch = np.zeros(1, dtype=np.int64)
+        self._seeded = False
         self.start_depth = self._check_depth(start_depth, "start_depth")
         if step_mode not in STEP_MODES:
             raise GF2ConfigError(f"step_mode={step_mode!r} is unknown; pass one of {STEP_MODES}.")
@@ -202,14 +219,20 @@ class GF2ReconEnv(gym.Env):
         super().reset(seed=seed)
         start = self.start_depth_from_options(options)
         c = self.config
-        self._instance = draw_instance(self.np_random, c.n, c.p, c.d)
+        # A new seed (or the first reset) keys the stream from np_random; otherwise the next episode.
+        fresh = seed is not None or not self._seeded or self.stream == "generator"
+        self._stream.begin(self._one, [self.np_random if fresh else None])
+        self._seeded = True
+        self._stream.instances(self._one, self._buf)
+        supports = self._buf.supports[0].astype(np.int64)
+        self._instance = Instance(p=c.p, d=c.d, supports=supports, masks=self._buf.masks[0].copy())
         self._prefix_bits[:] = 0
         for j in range(start):
             self._prefix_bits[j, self._instance.supports[j]] = 1
         self._depth = start
         self._attempt = 1
         self._done = False
-        self._evidence = draw_evidence(self.np_random, self._instance, start, c)
+        self._evidence = self._draw(start)
         info = {"depth": start, "attempt": 1, "trivial_baseline": c.trivial_baseline}
         return self._observation(), info
 
@@ -246,7 +269,7 @@ class GF2ReconEnv(gym.Env):
         if t.finished:
             self._evidence = None
         elif t.advance or t.retry:
-            self._evidence = draw_evidence(self.np_random, self._instance, t.depth, c)
+            self._evidence = self._draw(t.depth)
         return self._observation(), float(correct), t.terminated, False, info
 
     def render(self) -> str | None:
@@ -260,6 +283,18 @@ class GF2ReconEnv(gym.Env):
         return render_paper_prompt(prefix, e.address, e.payload, e.labels, n=c.n, p=c.p, d=c.d)
 
     # ----------------------------------------------------------------- internals
+    def _draw(self, g: int) -> Evidence:
+        """Fresh evidence at depth ``g`` from the stream."""
+        self._depth_batch[0] = g
+        self._stream.evidence(self._one, self._depth_batch, self._buf)
+        b = self._buf
+        return Evidence(
+            g=g,
+            address=b.address[0].astype(np.uint8),
+            payload=b.payload[0].astype(np.uint8),
+            labels=b.labels[0].astype(np.uint8),
+        )
+
     def start_depth_from_options(self, options: dict[str, Any] | None) -> int:
         """The start depth of an episode from ``reset``'s options (default ``start_depth``)."""
         options = dict(options or {})

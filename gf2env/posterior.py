@@ -163,7 +163,7 @@ class StepBatch:
 
     @classmethod
     def from_observation(cls, observation: dict[str, np.ndarray], p: int, d: int) -> StepBatch:
-        """A batch of one step from a ``GF2Recon-v0`` observation (the target stays unknown)."""
+        """A batch of one step from a ``GF2Recon-v1`` observation (the target stays unknown)."""
         g = int(observation["depth"])
         prefix_bits = np.asarray(observation["prefix"])[:g].astype(np.uint8)
         prefix = pack_bits(prefix_bits) if g else np.zeros(0, dtype=np.uint64)

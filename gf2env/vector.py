@@ -1,9 +1,10 @@
 """GF2ReconVectorEnv: N GF2Recon environments stepped as one numpy batch.
 
-The maths is the single env's (:func:`gf2env.oracle.evidence_from_uniforms`) on a leading batch
-axis. Each sub-env keeps its own random generator, seeded as Gymnasium's ``SyncVectorEnv`` seeds
-its sub-envs (``seed + i``), so with the same seeds the batch reproduces N single envs exactly,
-across autoresets. Per step the only Python loop is one ``random`` draw per sub-env.
+The maths is the single env's on a leading batch axis, and so is the random stream
+(:mod:`gf2env.streams`): sub-env ``i`` is seeded as Gymnasium's ``SyncVectorEnv`` seeds its
+sub-envs (``seed + i``), so with the same seeds the batch reproduces N single envs exactly, across
+autoresets. On ``GF2Recon-v1``'s counter-based stream one compiled call draws every sub-env's
+evidence; on ``GF2Recon-v1``'s generator stream each sub-env draws its uniforms in turn.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from gf2env.combinatorics import (
 )
 from gf2env.env import GF2ReconEnv
 from gf2env.errors import GF2ConfigError, InvalidActionError
-from gf2env.oracle import draw_instance, evidence_from_uniforms
 from gf2env.posterior import StepBatch, bayes_ceiling
 from gf2env.rules import step_transition
+from gf2env.streams import Buffers, make_stream
 
 
 class GF2ReconVectorEnv(VectorEnv):
@@ -37,15 +38,23 @@ class GF2ReconVectorEnv(VectorEnv):
     ignored) and returns the reset observation with reward 0. Integer actions only, shape
     ``(num_envs,)``. ``info`` carries the single env's keys as arrays with ``_key`` masks;
     ``target`` and ``action_indices`` are ``(num_envs, d-1)`` integer arrays.
+
+    Besides the single env's kwargs (``stream`` and ``kernel`` included): ``copy=True`` (default)
+    returns fresh arrays; ``copy=False`` returns views of the env's own buffers, which the next
+    ``step`` or ``reset`` overwrites in place (copy what you keep; Gymnasium's ``VectorEnv``
+    allows this, as its own vector envs' ``copy`` argument does).
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
 
-    def __init__(self, num_envs: int = 1, **kwargs: Any) -> None:
+    def __init__(self, num_envs: int = 1, copy: bool = True, **kwargs: Any) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise GF2ConfigError(f"num_envs={num_envs!r} is less than the minimum 1; pass an int >= 1.")
         if kwargs.get("render_mode") is not None:
             raise GF2ConfigError("GF2ReconVectorEnv does not render; drop render_mode.")
+        if not isinstance(copy, (bool, np.bool_)):
+            raise GF2ConfigError(f"copy={copy!r} is not a bool; pass True or False.")
+        self.copy = bool(copy)
         self.single = GF2ReconEnv(**kwargs)  # validates the kwargs, holds the spaces
         self.num_envs = int(num_envs)
         self.config = c = self.single.config
@@ -58,27 +67,25 @@ class GF2ReconVectorEnv(VectorEnv):
         N = self.num_envs
         # Tabulated supports decode a batch of actions at once; beyond the table, one by one.
         self._support_table = all_supports(c.p, c.k) if c.num_candidates <= MAX_SUPPORT_TABLE else None
-        self._rngs: list[np.random.Generator] = [seeding.np_random(None)[0] for _ in range(N)]
-        self._supports = np.zeros((N, c.n, c.k), dtype=np.int64)
-        self._masks = np.zeros((N, c.n), dtype=np.uint64)
+        self.stream = make_stream(self.single.stream, c, N, self.single.kernel)
+        self._buf = Buffers(c, N)
+        self._supports, self._masks = self._buf.supports, self._buf.masks
+        self._address, self._payload, self._labels = self._buf.address, self._buf.payload, self._buf.labels
         self._prefix = np.zeros((N, c.n, c.p), dtype=np.int8)
+        self._seeded = False
         self._depth = np.zeros(N, dtype=np.int64)
         self._attempt = np.ones(N, dtype=np.int64)
         self._needs_reset = np.zeros(N, dtype=bool)
-        self._u = np.zeros((N, c.K, c.n + c.p))
-        self._address = np.zeros((N, c.K, c.n), dtype=np.int8)
-        self._payload = np.zeros((N, c.K, c.p), dtype=np.int8)
-        self._labels = np.zeros((N, c.K), dtype=np.int8)
 
     # ----------------------------------------------------------------- helpers
     def _reset_envs(self, idx: np.ndarray, seeds: list[int | None] | None, start: int) -> None:
-        c = self.config
-        for pos, i in enumerate(idx):
-            if seeds is not None:
-                self._rngs[i] = seeding.np_random(seeds[pos])[0]
-            inst = draw_instance(self._rngs[i], c.n, c.p, c.d)
-            self._supports[i] = inst.supports
-            self._masks[i] = inst.masks
+        if seeds is None and not self._seeded:
+            seeds = [None] * len(idx)  # the first reset seeds every sub-env, from entropy if need be
+        rngs: list[np.random.Generator | None] = (
+            [None] * len(idx) if seeds is None else [seeding.np_random(s)[0] for s in seeds]
+        )
+        self.stream.begin(idx, rngs)
+        self.stream.instances(idx, self._buf)
         self._prefix[idx] = 0
         for j in range(start):  # reveal the first `start` terms
             self._prefix[idx[:, None], j, self._supports[idx, j]] = 1
@@ -90,13 +97,7 @@ class GF2ReconVectorEnv(VectorEnv):
         """Fresh evidence for the sub-envs ``idx`` at their current depths (all < n)."""
         if len(idx) == 0:
             return
-        for i in idx:
-            self._rngs[i].random(out=self._u[i])
-        sel = slice(None) if len(idx) == self.num_envs else idx  # a slice avoids fancy-index copies
-        address, payload, labels = evidence_from_uniforms(
-            self._u[sel], self._depth[sel], self._masks[sel], self.config
-        )
-        self._address[sel], self._payload[sel], self._labels[sel] = address, payload, labels
+        self.stream.evidence(idx, self._depth, self._buf)
 
     def _bayes_ceiling(self, idx: np.ndarray, g: np.ndarray) -> dict[str, np.ndarray]:
         """Estimators A's and B's γ on the current evidence of sub-envs ``idx``, batched by depth."""
@@ -118,13 +119,14 @@ class GF2ReconVectorEnv(VectorEnv):
         return out
 
     def _observation(self) -> dict[str, np.ndarray]:
-        return {
-            "prefix": self._prefix.copy(),
-            "depth": self._depth.copy(),
-            "address": self._address.copy(),
-            "payload": self._payload.copy(),
-            "labels": self._labels.copy(),
+        obs: dict[str, np.ndarray] = {
+            "prefix": self._prefix,
+            "depth": self._depth,
+            "address": self._address,
+            "payload": self._payload,
+            "labels": self._labels,
         }
+        return {key: value.copy() for key, value in obs.items()} if self.copy else obs
 
     def _decode_actions(self, actions: Any) -> np.ndarray:
         actions = np.asarray(actions)
@@ -170,6 +172,7 @@ class GF2ReconVectorEnv(VectorEnv):
                 raise GF2ConfigError(f"reset got {len(seeds)} seeds for num_envs={N}; pass {N} seeds.")
         start = self.single.start_depth_from_options(options)
         self._reset_envs(np.arange(N), seeds, start)
+        self._seeded = True
         self._needs_reset[:] = False
         ones = np.ones(N, dtype=bool)
         info = {
@@ -191,7 +194,7 @@ class GF2ReconVectorEnv(VectorEnv):
         live = ~resetting
         rows = np.arange(N)
         g = np.minimum(self._depth, c.n - 1)
-        target = self._supports[rows, g]
+        target = self._supports[rows, g].astype(np.int64)
         correct = live & (supports_to_masks(support) == self._masks[rows, g])
         attempt = self._attempt  # replaced, not written, by the step
         t = step_transition(

@@ -4,7 +4,7 @@
                         [--total-timesteps N]
     gf2 train sb3 --config ...            (the same)
 
-The config is zoo-style: ``env`` (GF2Recon-v0 arguments), ``num_envs``, ``algo`` and one mapping of
+The config is zoo-style: ``env`` (GF2Recon-v1 arguments), ``num_envs``, ``algo`` and one mapping of
 hyper-parameters per algorithm (``ppo:``, ``dqn:``, ``a2c:``, passed to its constructor), plus
 ``total_timesteps``, ``gamma`` (the held-out evaluation: depths, records a depth, every how many
 timesteps, ``eval_seed``), ``checkpoint_every`` (timesteps), ``seed`` and ``output_dir``.
@@ -71,7 +71,7 @@ class SB3Config:
 
     @property
     def task(self) -> TaskSettings:
-        """The task of the env (its ``GF2Recon-v0`` arguments other than ``n`` and the step mode)."""
+        """The task of the env (its ``GF2Recon-v1`` arguments other than ``n`` and the step mode)."""
         keys = ("p", "d", "K", "sampling", "w")
         return TaskSettings(**{k: self.env[k] for k in keys if k in self.env})
 

@@ -182,7 +182,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from agents.estimator_policy import EstimatorPolicy
     from gf2env.env import GF2ReconEnv
 
-    env = gym.make("GF2Recon-v0", p=args.p, d=args.d, n=args.n, K=args.K, sampling=args.sampling)
+    env = gym.make("GF2Recon-v1", p=args.p, d=args.d, n=args.n, K=args.K, sampling=args.sampling)
     unwrapped = env.unwrapped
     assert isinstance(unwrapped, GF2ReconEnv)
     base = unwrapped.config
@@ -196,7 +196,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 obs, reward, terminated, _, info = env.step(agent.act(obs))
                 rewards[name][ep, info["depth"]] = reward
     print(
-        f"GF2Recon-v0 p={base.p} d={base.d} n={base.n} K={base.K} sampling={base.sampling} "
+        f"GF2Recon-v1 p={base.p} d={base.d} n={base.n} K={base.K} sampling={base.sampling} "
         f"(w={base.weight if base.sampling == 'adversarial' else '-'}), "
         f"{args.episodes} episodes, seed {args.seed}"
     )

@@ -1,8 +1,8 @@
-"""``GF2ReconText-v0``: the environment with a prompt string in and a model's raw text out.
+"""``GF2ReconText-v1``: the environment with a prompt string in and a model's raw text out.
 
 The observation is the step rendered as a prompt (``prompt_id``, default the paper's); the action
 is whatever the model wrote. :func:`gf2env.text.answers.score_answer` grades it (the last boxed answer
-outside any reasoning block; every failure classified), and the underlying ``GF2Recon-v0`` moves on
+outside any reasoning block; every failure classified), and the underlying ``GF2Recon-v1`` moves on
 exactly as it would for the parsed answer. A reply that does not parse to a well-formed term counts
 as a wrong step: the inner env is given a wrong candidate so that its step mode (reveal, terminate,
 retry) applies unchanged. The turns of the episode (prompt, response, score) are kept in
@@ -37,7 +37,7 @@ class GF2ReconTextEnv(gym.Wrapper):
     ``Text``: the model's raw reply; any string.
 
     ## Rewards, episode end, step modes
-    As ``GF2Recon-v0``: 1 for the exact next term, else 0.
+    As ``GF2Recon-v1``: 1 for the exact next term, else 0.
 
     ## Info
     The inner env's keys, plus on reset and after every step: ``prompt_id``, ``answer_offset`` and
@@ -45,7 +45,7 @@ class GF2ReconTextEnv(gym.Wrapper):
     correct, failure, indices, answer_text, mode).
 
     ## Arguments
-    ``gym.make("GF2ReconText-v0", prompt_id="paper", **GF2Recon-v0 kwargs)``.
+    ``gym.make("GF2ReconText-v1", prompt_id="paper", **GF2Recon-v1 kwargs)``.
 
     ## Version history
     - v0: initial version.
@@ -54,7 +54,7 @@ class GF2ReconTextEnv(gym.Wrapper):
     def __init__(self, prompt_id: str = PAPER_PROMPT_ID, **kwargs: Any) -> None:
         if kwargs.get("render_mode") is not None:
             raise GF2ConfigError(
-                "GF2ReconText-v0 does not render (its observation is the text); drop render_mode."
+                "GF2ReconText-v1 does not render (its observation is the text); drop render_mode."
             )
         check_prompt_id(prompt_id)
         super().__init__(GF2ReconEnv(**kwargs))
@@ -103,7 +103,7 @@ class GF2ReconTextEnv(gym.Wrapper):
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if not isinstance(action, str):
             raise InvalidActionError(
-                f"GF2ReconText-v0 takes the model's reply as a str, not {type(action).__name__}."
+                f"GF2ReconText-v1 takes the model's reply as a str, not {type(action).__name__}."
             )
         if self._prompt is None or self.inner.instance is None:
             raise RuntimeError("step() called on a finished or unreset episode; call reset() first.")

@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import gf2env  # noqa: F401  (registers GF2Recon-v0)
+import gf2env  # noqa: F401  (registers GF2Recon-v1)
 from agents import Diligent, EstimatorPolicy
 from gf2env.errors import GF2ConfigError
 from gf2env.posterior import StepBatch
@@ -26,7 +26,7 @@ def play(env, policy, seed: int) -> tuple[list[int], list[float]]:
 
 
 def test_policy_choices_are_a_function_of_the_env_seed():
-    env = gym.make("GF2Recon-v0", p=7, d=3, n=10, K=4)  # few samples: ties to break
+    env = gym.make("GF2Recon-v1", p=7, d=3, n=10, K=4)  # few samples: ties to break
     policy = EstimatorPolicy("A", env)
     first = play(env, policy, seed=3)
     again = play(env, policy, seed=3)
@@ -35,8 +35,8 @@ def test_policy_choices_are_a_function_of_the_env_seed():
 
 
 def test_policy_leaves_the_env_stream_untouched():
-    env_a = gym.make("GF2Recon-v0", p=7, d=3, n=6, K=4)
-    env_b = gym.make("GF2Recon-v0", p=7, d=3, n=6, K=4)
+    env_a = gym.make("GF2Recon-v1", p=7, d=3, n=6, K=4)
+    env_b = gym.make("GF2Recon-v1", p=7, d=3, n=6, K=4)
     policy = EstimatorPolicy("A", env_a, decision="sample")
     obs_a, _ = env_a.reset(seed=1)
     obs_b, _ = env_b.reset(seed=1)
@@ -49,7 +49,7 @@ def test_policy_leaves_the_env_stream_untouched():
 
 
 def test_policy_posterior_side_channel_matches_the_batch_estimator():
-    env = gym.make("GF2Recon-v0", bayes_ceiling=True)
+    env = gym.make("GF2Recon-v1", bayes_ceiling=True)
     policy = EstimatorPolicy("B", env)
     obs, _ = env.reset(seed=0)
     for _ in range(4):
@@ -62,14 +62,14 @@ def test_policy_posterior_side_channel_matches_the_batch_estimator():
 
 
 def test_diligent_policy_is_near_perfect_and_history_only_at_chance():
-    env = gym.make("GF2Recon-v0", n=16)
+    env = gym.make("GF2Recon-v1", n=16)
     a = np.mean([play(env, EstimatorPolicy("A", env), seed=s)[1] for s in range(5)])
     c = np.mean([play(env, EstimatorPolicy("C", env), seed=s)[1] for s in range(5)])
     assert a > 0.95 and c < 0.05
 
 
 def test_own_generator_and_bad_decision():
-    env = gym.make("GF2Recon-v0", p=7, d=3, n=6, K=4)
+    env = gym.make("GF2Recon-v1", p=7, d=3, n=6, K=4)
     rng = np.random.default_rng(0)
     assert EstimatorPolicy(Diligent(), env, rng=rng).rng is rng
     with pytest.raises(GF2ConfigError, match="decision"):
@@ -77,7 +77,7 @@ def test_own_generator_and_bad_decision():
 
 
 def test_bayes_ceiling_in_info_is_estimator_a_and_b_on_the_judged_samples():
-    env = gym.make("GF2Recon-v0", n=12, bayes_ceiling=True)
+    env = gym.make("GF2Recon-v1", n=12, bayes_ceiling=True)
     obs, _ = env.reset(seed=2)
     steps = 0
     terminated = False
@@ -92,17 +92,17 @@ def test_bayes_ceiling_in_info_is_estimator_a_and_b_on_the_judged_samples():
 
 
 def test_bayes_ceiling_off_by_default_and_must_be_a_bool():
-    env = gym.make("GF2Recon-v0", n=4)
+    env = gym.make("GF2Recon-v1", n=4)
     env.reset(seed=0)
     assert "bayes_ceiling_A" not in env.step(0)[-1]
     with pytest.raises(GF2ConfigError, match="bayes_ceiling"):
-        gym.make("GF2Recon-v0", bayes_ceiling="yes")
+        gym.make("GF2Recon-v1", bayes_ceiling="yes")
 
 
 def test_vector_env_ceiling_equals_single_envs():
     N = 3
     vec = GF2ReconVectorEnv(num_envs=N, n=6, bayes_ceiling=True)
-    singles = [gym.make("GF2Recon-v0", n=6, bayes_ceiling=True) for _ in range(N)]
+    singles = [gym.make("GF2Recon-v1", n=6, bayes_ceiling=True) for _ in range(N)]
     vec.reset(seed=[10 + i for i in range(N)])
     for i, env in enumerate(singles):
         env.reset(seed=10 + i)

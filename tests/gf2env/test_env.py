@@ -1,4 +1,4 @@
-"""GF2Recon-v0: API conformance, step modes, determinism, bad input, rendering."""
+"""GF2Recon-v1: API conformance, step modes, determinism, bad input, rendering."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from gf2env.oracle import circuit_labels
 
 
 def test_registered_on_import_and_by_module_prefix():
-    env = gym.make("GF2Recon-v0")
+    env = gym.make("GF2Recon-v1")
     assert isinstance(env.unwrapped, GF2ReconEnv)
-    env2 = gym.make("gf2env:GF2Recon-v0", p=6, d=3)
+    env2 = gym.make("gf2env:GF2Recon-v1", p=6, d=3)
     assert env2.action_space.n == 15
 
 

@@ -1,4 +1,4 @@
-"""GF2ReconText-v0: prompt in, raw model text out, graded by the task's scorer."""
+"""GF2ReconText-v1: prompt in, raw model text out, graded by the task's scorer."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def boxed(indices, offset: int) -> str:
 
 @pytest.mark.parametrize("prompt_id", PROMPT_IDS)
 def test_correct_text_answers_score_and_history_is_kept(prompt_id):
-    env = gym.make("GF2ReconText-v0", n=4, prompt_id=prompt_id)
+    env = gym.make("GF2ReconText-v1", n=4, prompt_id=prompt_id)
     prompt, info = env.reset(seed=0)
     assert isinstance(prompt, str) and info["messages"][-1] == {"role": "user", "content": prompt}
     inner = env.unwrapped
@@ -32,7 +32,7 @@ def test_correct_text_answers_score_and_history_is_kept(prompt_id):
 
 
 def test_malformed_and_wrong_answers_are_wrong_steps_with_their_failure():
-    env = gym.make("GF2ReconText-v0", n=6)
+    env = gym.make("GF2ReconText-v1", n=6)
     _, info = env.reset(seed=1)
     _, reward, terminated, _, info = env.step("I do not know")
     assert reward == 0.0 and not terminated and info["score"]["failure"] == "no_answer"
@@ -42,7 +42,7 @@ def test_malformed_and_wrong_answers_are_wrong_steps_with_their_failure():
 
 
 def test_terminate_mode_ends_on_a_malformed_answer():
-    env = gym.make("GF2ReconText-v0", n=6, step_mode="terminate")
+    env = gym.make("GF2ReconText-v1", n=6, step_mode="terminate")
     env.reset(seed=2)
     *_, terminated, _, info = env.step("\\boxed{[6, 6, 7]}")
     assert terminated and info["score"]["failure"] == "duplicate"
@@ -50,8 +50,8 @@ def test_terminate_mode_ends_on_a_malformed_answer():
 
 def test_bad_arguments():
     with pytest.raises(GF2ConfigError, match="prompt_id"):
-        gym.make("GF2ReconText-v0", prompt_id="nope")
-    env = gym.make("GF2ReconText-v0", n=3)
+        gym.make("GF2ReconText-v1", prompt_id="nope")
+    env = gym.make("GF2ReconText-v1", n=3)
     env.reset(seed=0)
     with pytest.raises(InvalidActionError, match="str"):
         env.step(3)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from gymnasium.vector.utils import batch_space
 
-import gf2env  # noqa: F401  (registers GF2Recon-v0)
+import gf2env  # noqa: F401  (registers GF2Recon-v1)
 from gf2env import GF2ReconEnv, GF2ReconVectorEnv, InvalidActionError
 
 STEP_MODES = [
@@ -35,10 +35,18 @@ def single_rollout(kwargs, seed, actions):
     return out
 
 
+STREAMS = [
+    {"stream": "philox"},
+    {"stream": "philox", "kernel": "numpy"},
+    {"stream": "generator"},
+]
+
+
+@pytest.mark.parametrize("stream", STREAMS, ids=lambda s: "-".join(s.values()))
 @pytest.mark.parametrize("mode", STEP_MODES, ids=lambda m: m["step_mode"])
 @pytest.mark.parametrize("sampling", ["adversarial", "diagnostic", "uniform"])
-def test_vector_env_equals_single_envs_across_autoresets(mode, sampling):
-    kwargs = dict(p=5, d=3, n=4, K=8, sampling=sampling, **mode)  # C(5,2)=10: many right answers
+def test_vector_env_equals_single_envs_across_autoresets(mode, sampling, stream):
+    kwargs = dict(p=5, d=3, n=4, K=8, sampling=sampling, **mode, **stream)  # C(5,2)=10: many right answers
     N, T = 5, 30
     actions = np.random.default_rng(0).integers(0, 10, size=(T, N))
     vec = GF2ReconVectorEnv(num_envs=N, **kwargs)
@@ -64,7 +72,7 @@ def test_vector_env_equals_single_envs_across_autoresets(mode, sampling):
 
 
 def test_make_vec_uses_the_native_vector_env_and_batched_spaces():
-    vec = gym.make_vec("GF2Recon-v0", num_envs=3, vectorization_mode="vector_entry_point", p=6, d=3)
+    vec = gym.make_vec("GF2Recon-v1", num_envs=3, vectorization_mode="vector_entry_point", p=6, d=3)
     assert isinstance(vec.unwrapped, GF2ReconVectorEnv)
     assert vec.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
     single = GF2ReconEnv(p=6, d=3)
