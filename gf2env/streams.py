@@ -68,6 +68,10 @@ class PhiloxStream:
 
             self._kernel = keyed_kernel
             self._mode = keyed_kernel.sampling_code(config)
+        # Per-draw constants, worked out once: the adversarial weight, words a payload and a term take.
+        self._weight = config.weight if config.sampling == "adversarial" else 0
+        self._payload_words = payload_words(config)
+        self._term_words = subset_words(config.p, config.k)
 
     def begin(self, idx: np.ndarray, rngs: list[np.random.Generator | None]) -> None:
         """Start a new episode in sub-envs ``idx``: a fresh key from ``rngs[j]`` (a new seed), or,
@@ -88,7 +92,7 @@ class PhiloxStream:
         c = self.config
         if self.kernel == "numba":
             self._kernel.draw_instances(
-                self.keys, self.episode, idx, c.p, c.k, c.n, subset_words(c.p, c.k), out.masks, out.supports
+                self.keys, self.episode, idx, c.p, c.k, c.n, self._term_words, out.masks, out.supports
             )
             return
         masks = instance_masks(self.keys[idx], self.episode[idx], c)
@@ -99,10 +103,9 @@ class PhiloxStream:
         """Fresh evidence for sub-envs ``idx`` at depths ``depth[idx]`` (all < n)."""
         c = self.config
         if self.kernel == "numba":
-            w = c.weight if c.sampling == "adversarial" else 0
             self._kernel.draw_evidence(
                 self.keys, self.episode, self.draw, depth, out.supports, idx, c.p, c.K, c.n,
-                self._mode, w, payload_words(c), out.address, out.payload, out.labels,
+                self._mode, self._weight, self._payload_words, out.address, out.payload, out.labels,
             )  # fmt: skip
         else:
             address, payload, labels = evidence(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
@@ -29,6 +30,19 @@ from gf2env.errors import GF2ConfigError, InvalidActionError
 from gf2env.posterior import StepBatch, bayes_ceiling
 from gf2env.rules import step_transition
 from gf2env.streams import Buffers, make_stream
+
+
+def batch_observation_space(space: spaces.Dict, num_envs: int) -> spaces.Dict:
+    """The batched observation space: ``MultiBinary`` parts stay ``MultiBinary`` with a leading
+    ``num_envs`` axis (the same set as Gymnasium's ``batch_space`` ``Box(0, 1, int8)``, without its
+    four bound arrays of the batch's size), the depth a ``MultiDiscrete``."""
+    parts = {
+        key: spaces.MultiBinary((num_envs, *sub.shape))
+        if isinstance(sub, spaces.MultiBinary)
+        else batch_space(sub, num_envs)
+        for key, sub in space.spaces.items()
+    }
+    return spaces.Dict(parts)
 
 
 class GF2ReconVectorEnv(VectorEnv):
@@ -60,7 +74,7 @@ class GF2ReconVectorEnv(VectorEnv):
         self.config = c = self.single.config
         self.single_observation_space = self.single.observation_space
         self.single_action_space = self.single.action_space
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.observation_space = batch_observation_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.step_mode, self.max_attempts = self.single.step_mode, self.single.max_attempts
         self.start_depth = self.single.start_depth
@@ -211,9 +225,10 @@ class GF2ReconVectorEnv(VectorEnv):
         adv = np.flatnonzero(t.advance)
         self._prefix[adv[:, None], g[adv][:, None], self._supports[adv, g[adv]]] = 1
         self._depth, self._attempt = t.depth, t.attempt
-        self._address[t.finished] = 0
-        self._payload[t.finished] = 0
-        self._labels[t.finished] = 0
+        if t.finished.any():
+            self._address[t.finished] = 0
+            self._payload[t.finished] = 0
+            self._labels[t.finished] = 0
         self._draw(np.flatnonzero((t.advance & ~t.finished) | t.retry))
 
         reset_idx = np.flatnonzero(resetting)
