@@ -74,7 +74,8 @@ class GF2ReconVectorEnv(VectorEnv):
         self.config = c = self.single.config
         self.single_observation_space = self.single.observation_space
         self.single_action_space = self.single.action_space
-        self.observation_space = batch_observation_space(self.single_observation_space, self.num_envs)
+        assert isinstance(self.single.observation_space, spaces.Dict)
+        self.observation_space = batch_observation_space(self.single.observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.step_mode, self.max_attempts = self.single.step_mode, self.single.max_attempts
         self.start_depth = self.single.start_depth
