@@ -28,7 +28,7 @@ class Cell:
     seed: int | None
     trials: np.ndarray  # (R,) the records' trial indices
     batch: StepBatch
-    records: tuple[Record, ...]  # the same steps as records (what a prompt is rendered from)
+    records: Sequence[Record]  # the same steps as records (what a prompt is rendered from)
 
 
 @dataclass(frozen=True)

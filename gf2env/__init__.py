@@ -18,7 +18,10 @@ from gf2env.oracle import (
     draw_instance,
     firing_probability,
 )
-from gf2env.records import Record, generate_records, read_records, write_records
+from gf2env.record_columns import RecordColumns
+from gf2env.record_files import read_record_columns, read_records
+from gf2env.record_parquet import write_parquet
+from gf2env.records import Record, generate_records, write_records
 from gf2env.rules import Failure
 from gf2env.text.answers import Verdict, validate_answer
 from gf2env.vector import GF2ReconVectorEnv
@@ -53,6 +56,7 @@ __all__ = [
     "Instance",
     "InvalidActionError",
     "Record",
+    "RecordColumns",
     "RecordFormatError",
     "TaskConfig",
     "Verdict",
@@ -63,8 +67,10 @@ __all__ = [
     "generate_records",
     "num_supports",
     "rank_support",
+    "read_record_columns",
     "read_records",
     "unrank_support",
     "validate_answer",
+    "write_parquet",
     "write_records",
 ]

@@ -1,4 +1,5 @@
-"""Datasets of records: the paper's presets and ``gf2 generate``, which writes them as JSON or JSONL.
+"""Datasets of records: the paper's presets and ``gf2 generate``, which writes them as the paper's
+JSON, JSON Lines or Parquet (:mod:`gf2env.record_columns`), drawn a depth at a time in batches.
 
 Record ``trial`` at depth ``g`` is a pure function of ``(seed, g, trial)``
 (:func:`gf2env.records.generate_record`), so a dataset is reproducible from its command line.
@@ -9,14 +10,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from tqdm import tqdm
 
 from gf2env.cli import int_list, n_arg
 from gf2env.errors import GF2ConfigError
 from gf2env.oracle import SAMPLING_MODES
-from gf2env.records import generate_records
+from gf2env.record_columns import generate_columns
+from gf2env.record_parquet import PARQUET_SUFFIXES, write_parquet
 from gf2env.settings import PER_DEPTH, TaskSettings
 
 
@@ -57,22 +60,33 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise GF2ConfigError(
             f"depths {too_deep} need more than n={n} terms (or are negative); pass --n g+1 or a larger --n."
         )
-    records = generate_records(
-        config, depths, trials, args.seed, n_for_depth=(lambda g: g + 1) if n is None else None
-    )
-    bar = tqdm(records, total=len(depths) * trials, desc="records", unit="rec", disable=args.quiet)
-    count = 0
-    with open(args.out, "w") as fh:
-        if args.format == "jsonl":
-            for record in bar:
-                fh.write(json.dumps(record.to_json()) + "\n")
-                count += 1
-        else:
-            fh.write("[")
-            for record in bar:
-                fh.write(("," if count else "") + json.dumps(record.to_json()))
-                count += 1
-            fh.write("]\n")
+    fmt = args.format or ("parquet" if Path(args.out).suffix.lower() in PARQUET_SUFFIXES else "json")
+    bar = tqdm(total=len(depths) * trials, desc="records", unit="rec", disable=args.quiet)
+    groups = []
+    for g in depths:
+        groups.append(generate_columns(config, g, trials, args.seed, n=g + 1 if n is None else n))
+        bar.update(trials)
+    bar.close()
+    offset = 0
+    for i, group in enumerate(groups):  # file order: depth by depth, trials in order
+        groups[i] = replace(group, index=group.index + offset)
+        offset += group.R
+    if fmt == "parquet":
+        count = write_parquet(args.out, groups)
+    else:
+        records = (group.record(row) for group in groups for row in range(group.R))
+        with open(args.out, "w") as fh:
+            count = 0
+            if fmt == "jsonl":
+                for record in records:
+                    fh.write(json.dumps(record.to_json()) + "\n")
+                    count += 1
+            else:
+                fh.write("[")
+                for record in records:
+                    fh.write(("," if count else "") + json.dumps(record.to_json()))
+                    count += 1
+                fh.write("]\n")
     print(f"wrote {count} records to {args.out}", file=sys.stderr)
     return 0
 
@@ -90,7 +104,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--sampling", choices=SAMPLING_MODES)
     gen.add_argument("--w", type=int, help="adversarial payload weight (default w*)")
     gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--format", choices=("json", "jsonl"), default="json")
+    gen.add_argument(
+        "--format",
+        choices=("json", "jsonl", "parquet"),
+        help="json (the paper's array; default), jsonl, or parquet (columnar, needs pyarrow; default for "
+        "an --out ending in .parquet); every command reads all three",
+    )
     gen.add_argument("--out", required=True, help="output file")
     gen.add_argument("--quiet", action="store_true", help="no progress bar")
     gen.set_defaults(func=cmd_generate)

@@ -187,17 +187,6 @@ def _sample_bits(samples: Any, n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(bits[:, extra:]), np.array(ys, dtype=np.uint8).reshape(len(ys))
 
 
-def read_records(path: str | Path) -> list[Record]:
-    """Read a JSON array of records (the paper's files) or JSON Lines, one record a line."""
-    text = Path(path).read_text()
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        objs = json.loads(text)
-    else:
-        objs = [json.loads(line) for line in text.splitlines() if line.strip()]
-    return [Record.from_json(o) for o in objs]
-
-
 def write_records(path: str | Path, records: Iterable[Record]) -> int:
     """Write records as one JSON array (the paper's layout); returns how many were written."""
     objs = [r.to_json() for r in records]

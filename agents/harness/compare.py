@@ -27,12 +27,12 @@ from typing import Any
 import yaml
 
 from agents.harness.evaluate import Evaluation, evaluate, make_agents
-from agents.harness.grid import Grid, grid_cells, record_cells
+from agents.harness.grid import Grid, column_cells, grid_cells
 from agents.llm.agent import LLMAgent, LLMSpec
 from agents.llm.query_log import QueryLog
 from agents.sb3_agent import SB3Spec
 from gf2env.errors import GF2ConfigError
-from gf2env.records import read_records
+from gf2env.record_files import read_record_columns
 from gf2env.report.fit import EffectivePrefixFit, fit_agents, write_fits_csv
 from gf2env.report.plots import write_figures
 from gf2env.report.results import format_summary, summarize, write_results_csv, write_summary_csv
@@ -207,8 +207,9 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
         assert config.records is not None
         if not config.records.exists():
             raise GF2ConfigError(f"Records file {config.records} does not exist.")
-        records = read_records(config.records)
-        cells, total, seed = record_cells(records, config.records.name), len(records), 0
+        groups = read_record_columns(config.records)
+        total = sum(group.R for group in groups)
+        cells, seed = column_cells(groups, config.records.name), 0
     evaluation = evaluate(agents, cells, seed=seed, total=total, progress=progress)
     notes = [line for a in agents if isinstance(a, LLMAgent) for line in a.report()]
     paper_usage: list[dict[str, Any]] = []

@@ -17,7 +17,8 @@ from agents.base import Cell
 from gf2env.errors import GF2ConfigError
 from gf2env.oracle import SAMPLING_MODES, TaskConfig
 from gf2env.posterior import StepBatch
-from gf2env.records import Record, generate_record
+from gf2env.record_columns import RecordColumns, generate_columns
+from gf2env.records import Record
 from gf2env.settings import TaskSettings, check_depths
 
 
@@ -68,9 +69,9 @@ class Grid:
             for g in self.depths:
                 yield (task.at_depth(g) if self.n is None else task.config(self.n)), g
 
-    def records(self, config: TaskConfig, g: int) -> list[Record]:
+    def records(self, config: TaskConfig, g: int) -> RecordColumns:
         """The ``trials`` records of one setting: record ``t`` is a pure function of (seed, g, t)."""
-        return [generate_record(config, g, t, self.seed) for t in range(self.trials)]
+        return generate_columns(config, g, self.trials, self.seed)
 
     @property
     def num_records(self) -> int:
@@ -80,15 +81,15 @@ class Grid:
 def grid_cells(grid: Grid) -> Iterator[Cell]:
     """The grid's records, one :class:`Cell` a setting, generated deterministically."""
     for config, g in grid.settings():
-        records = grid.records(config, g)
+        columns = grid.records(config, g)
         yield Cell(
             "grid",
             config.sampling,
             config.n,
             grid.seed,
-            np.arange(grid.trials),
-            StepBatch.from_records(records),
-            tuple(records),
+            columns.index,
+            columns.step_batch(),
+            columns.records(),
         )
 
 
@@ -123,4 +124,17 @@ def record_cells(records: Sequence[Record], source: str) -> Iterator[Cell]:
         yield Cell(source, sampling, n, None, np.array(idx), StepBatch.from_records(group), group)
 
 
-__all__ = ["Grid", "grid_cells", "record_cells", "sampling_of"]
+def column_cells(groups: Sequence[RecordColumns], source: str) -> Iterator[Cell]:
+    """:func:`record_cells` for records read as columns: the same cells, in the same order, each
+    batch built from arrays and its records built only when read."""
+    parts = []
+    for columns in groups:
+        modes = columns.samplings()
+        for mode in dict.fromkeys(modes.tolist()):
+            rows = np.flatnonzero(modes == mode)
+            parts.append((int(columns.index[rows[0]]), str(mode), columns.take(rows)))
+    for _, mode, part in sorted(parts, key=lambda item: item[0]):
+        yield Cell(source, mode, part.n, None, part.index, part.step_batch(), part.records())
+
+
+__all__ = ["Grid", "column_cells", "grid_cells", "record_cells", "sampling_of"]

@@ -14,7 +14,7 @@ from agents.harness.evaluate import evaluate, make_agents
 from agents.harness.grid import Grid, grid_cells, record_cells
 from gf2env.errors import GF2ConfigError
 from gf2env.oracle import TaskConfig
-from gf2env.records import read_records
+from gf2env.record_files import read_records
 from gf2env.report.d_curve import simulate_d_curve
 from gf2env.report.results import read_results_csv, read_summary_csv
 from tests.paths import REFERENCE as REFERENCE_DIR

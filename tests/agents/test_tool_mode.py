@@ -28,7 +28,8 @@ from agents.llm.tool_mode import (  # noqa: E402
 )
 from agents.sandbox import Sandbox, SandboxPool, detect_isolation, record_view  # noqa: E402
 from gf2env.oracle import TaskConfig  # noqa: E402
-from gf2env.records import generate_record, read_records  # noqa: E402
+from gf2env.record_files import read_records  # noqa: E402
+from gf2env.records import generate_record  # noqa: E402
 from gf2env.report.results import read_results_csv  # noqa: E402
 from gf2env.rules import Failure  # noqa: E402
 from gf2env.text.answers import score_answer  # noqa: E402

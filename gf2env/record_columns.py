@@ -1,0 +1,219 @@
+"""Records as columns: the records of one shape ``(n, p, d, g, K)`` held as arrays.
+
+:class:`RecordColumns` holds supports, sample bits and labels of many records, so they become a
+:class:`~gf2env.posterior.StepBatch` without a Python object per record
+(:meth:`~RecordColumns.step_batch`); :class:`LazyRecords` builds a :class:`~gf2env.records.Record`
+only when one is read. :func:`generate_columns` draws a depth's records in one batch, bit for bit
+those of :func:`gf2env.records.generate_record`. Files: :mod:`gf2env.record_files`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from math import comb
+from typing import overload
+
+import numpy as np
+
+from gf2env.combinatorics import pack_bits, supports_to_masks
+from gf2env.errors import GF2ConfigError
+from gf2env.oracle import SAMPLING_MODES, TaskConfig, evidence_from_uniforms
+from gf2env.posterior import StepBatch
+from gf2env.records import Record, record_rng
+
+
+@dataclass(frozen=True)
+class RecordColumns:
+    """``R`` records of one shape; ``index`` is each record's position in its file."""
+
+    n: int
+    p: int
+    d: int
+    g: int
+    index: np.ndarray  # (R,) int64
+    prefix: np.ndarray  # (R, g, d-1) int64, each term ascending
+    target: np.ndarray  # (R, d-1) int64, ascending
+    address: np.ndarray  # (R, K, n) uint8
+    payload: np.ndarray  # (R, K, p) uint8
+    labels: np.ndarray  # (R, K) uint8
+    exp: tuple[str, ...]
+
+    @property
+    def R(self) -> int:
+        return int(self.index.shape[0])
+
+    @property
+    def K(self) -> int:
+        return int(self.labels.shape[1])
+
+    def take(self, rows: np.ndarray) -> RecordColumns:
+        """The records at positions ``rows`` of this group."""
+        return RecordColumns(
+            n=self.n, p=self.p, d=self.d, g=self.g, index=self.index[rows], prefix=self.prefix[rows],
+            target=self.target[rows], address=self.address[rows], payload=self.payload[rows],
+            labels=self.labels[rows], exp=tuple(self.exp[i] for i in np.asarray(rows).tolist()),
+        )  # fmt: skip
+
+    def samplings(self) -> np.ndarray:
+        """Each record's sampling mode, as :func:`agents.harness.grid.sampling_of` reads it: named in
+        ``exp``; else ``"diagnostic"`` for the all-ones payload then the one-bit-cleared ones,
+        ``"adversarial"`` for one payload weight throughout (K > 1), ``"unknown"`` otherwise."""
+        out = np.full(self.R, "unknown", dtype=object)
+        head = min(self.K, self.p + 1)
+        pattern = np.ones((self.p + 1, self.p), dtype=np.uint8)
+        pattern[np.arange(1, self.p + 1), np.arange(self.p)] = 0
+        weights = self.payload.sum(axis=2)
+        if self.K > 1:
+            out[(weights == weights[:, :1]).all(axis=1)] = "adversarial"
+        if head > 1:
+            out[(self.payload[:, :head] == pattern[:head]).all(axis=(1, 2))] = "diagnostic"
+        for row, exp in enumerate(self.exp):
+            named = [mode for mode in SAMPLING_MODES if mode in exp]
+            if len(named) == 1:
+                out[row] = named[0]
+        return out
+
+    def step_batch(self) -> StepBatch:
+        """The records as one batch (what :meth:`StepBatch.from_records` gives, from arrays)."""
+        g = self.g
+        return StepBatch(
+            p=self.p,
+            d=self.d,
+            prefix=supports_to_masks(self.prefix) if g else np.zeros((self.R, 0), dtype=np.uint64),
+            address=self.address[:, :, :g].astype(bool),
+            payload=pack_bits(self.payload),
+            labels=self.labels,
+            target=rank_supports(self.target, self.p),
+        )
+
+    def record(self, row: int) -> Record:
+        """Record ``row`` as a :class:`~gf2env.records.Record`."""
+        return Record(
+            n=self.n,
+            p=self.p,
+            d=self.d,
+            prefix=tuple(map(tuple, self.prefix[row].tolist())),
+            target=tuple(self.target[row].tolist()),
+            address=self.address[row],
+            payload=self.payload[row],
+            labels=self.labels[row],
+            exp=self.exp[row],
+        )
+
+    def records(self) -> LazyRecords:
+        """The records as a sequence that builds each :class:`Record` when it is read."""
+        return LazyRecords(self)
+
+
+class LazyRecords(Sequence[Record]):
+    """The records of a :class:`RecordColumns`, each built on access (nothing is built up front)."""
+
+    def __init__(self, columns: RecordColumns) -> None:
+        self.columns = columns
+
+    def __len__(self) -> int:
+        return self.columns.R
+
+    @overload
+    def __getitem__(self, i: int) -> Record: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Record]: ...
+    def __getitem__(self, i: int | slice) -> Record | list[Record]:
+        if isinstance(i, slice):
+            return [self.columns.record(j) for j in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        return self.columns.record(i % len(self))
+
+    def __iter__(self) -> Iterator[Record]:
+        return (self.columns.record(j) for j in range(len(self)))
+
+
+def rank_supports(supports: np.ndarray, p: int) -> np.ndarray:
+    """Lexicographic ranks (int64) of ascending supports (..., k): :func:`~gf2env.combinatorics.rank_support`
+    on an array."""
+    supports = np.asarray(supports, dtype=np.int64)
+    k = supports.shape[-1]
+    table = np.array([[comb(a, b) for b in range(k + 1)] for a in range(p + 1)], dtype=np.int64)
+    pos = np.arange(k)
+    colex = table[p - 1 - supports, k - pos].sum(axis=-1)
+    return comb(p, k) - 1 - colex
+
+
+def shapes(n: np.ndarray, p: np.ndarray, d: np.ndarray, g: np.ndarray, K: np.ndarray) -> Iterator[np.ndarray]:
+    """The rows of each distinct ``(n, p, d, g, K)``, shapes in order of first appearance."""
+    keys = np.stack([n, p, d, g, K], axis=1)
+    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    for shape in np.argsort(first, kind="stable"):
+        yield np.flatnonzero(inverse == shape)
+
+
+def columns_from_records(records: Sequence[Record]) -> list[RecordColumns]:
+    """Records (of any shapes) as columns, one entry a shape."""
+    if not records:
+        return []
+    shape = np.array([(r.n, r.p, r.d, r.g, r.K) for r in records], dtype=np.int64)
+    out = []
+    for rows in shapes(*shape.T):
+        group = [records[i] for i in rows]
+        r0 = group[0]
+        k = r0.d - 1
+        out.append(
+            RecordColumns(
+                n=r0.n, p=r0.p, d=r0.d, g=r0.g, index=rows.astype(np.int64),
+                prefix=np.array([r.prefix for r in group], dtype=np.int64).reshape(len(group), r0.g, k),
+                target=np.array([r.target for r in group], dtype=np.int64).reshape(len(group), k),
+                address=np.stack([r.address for r in group]).astype(np.uint8),
+                payload=np.stack([r.payload for r in group]).astype(np.uint8),
+                labels=np.stack([r.labels for r in group]).astype(np.uint8),
+                exp=tuple(r.exp for r in group),
+            )
+        )  # fmt: skip
+    return out
+
+
+def records_in_file_order(groups: Sequence[RecordColumns]) -> list[Record]:
+    """The records of all groups as :class:`Record` objects, in file order."""
+    total = sum(c.R for c in groups)
+    out: list[Record | None] = [None] * total
+    for c in groups:
+        for row, i in enumerate(c.index.tolist()):
+            out[i] = c.record(row)
+    assert all(r is not None for r in out)
+    return out  # type: ignore[return-value]
+
+
+GENERATION_CHUNK = 4096  # records drawn at once (their uniforms are held in memory together)
+
+
+def generate_columns(
+    config: TaskConfig, g: int, trials: int, seed: int, n: int | None = None
+) -> RecordColumns:
+    """Records ``0 .. trials-1`` at depth ``g`` as columns, bit for bit those of
+    :func:`gf2env.records.generate_record`: each record's generator draws its uniforms in turn, and
+    the supports, payloads and labels are computed for all of them at once."""
+    c = config
+    n = c.n if n is None else n
+    if not 0 <= g < n:
+        raise GF2ConfigError(f"depth g={g} is outside [0, n) = [0, {n}); the next term must exist.")
+    parts = []
+    for lo in range(0, trials, GENERATION_CHUNK):
+        T = min(GENERATION_CHUNK, trials - lo)
+        u_terms = np.empty((T, n, c.p))
+        u_step = np.empty((T, c.K, n + c.p))
+        for t in range(T):
+            rng = record_rng(seed, g, lo + t)
+            rng.random(out=u_terms[t])  # draw_instance's draw, then draw_evidence's
+            rng.random(out=u_step[t])
+        supports = np.sort(np.argsort(u_terms, axis=2)[:, :, : c.k], axis=2)
+        address, payload, labels = evidence_from_uniforms(
+            u_step, np.full(T, g), supports_to_masks(supports), c
+        )
+        parts.append((supports, address, payload, labels))
+    supports, address, payload, labels = (np.concatenate(arrays) for arrays in zip(*parts, strict=True))
+    return RecordColumns(
+        n=n, p=c.p, d=c.d, g=g, index=np.arange(trials, dtype=np.int64), prefix=supports[:, :g],
+        target=supports[:, g], address=address, payload=payload, labels=labels, exp=("grid",) * trials,
+    )  # fmt: skip

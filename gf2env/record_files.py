@@ -1,0 +1,104 @@
+"""Files of records: the paper's JSON, JSON Lines and Parquet, read and checked as arrays.
+
+:func:`read_record_columns` reads the paper's JSON (an array of records) and JSON Lines through the
+compiled scanner (:mod:`gf2env.record_scan`), every check done on whole arrays; a file the
+scanner's plain form does not cover (escapes, floats, unknown keys) or that fails a check is read by
+the general path (:meth:`gf2env.records.Record.from_json`), which raises the error naming the
+record and field. Parquet files (:mod:`gf2env.record_parquet`) are told by their suffix.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gf2env.combinatorics import MAX_PAYLOAD_BITS
+from gf2env.errors import RecordFormatError
+from gf2env.record_columns import RecordColumns, columns_from_records, records_in_file_order, shapes
+from gf2env.record_parquet import PARQUET_SUFFIXES, read_parquet
+from gf2env.record_scan import decode_hex, scan_records
+from gf2env.records import Record
+
+
+def read_record_columns(path: str | Path) -> list[RecordColumns]:
+    """A records file (JSON array, JSON Lines or Parquet) as columns, one entry a shape, in the
+    order each shape first appears."""
+    path = Path(path)
+    if path.suffix.lower() in PARQUET_SUFFIXES:
+        return read_parquet(path)
+    data = path.read_bytes()
+    scanned, _ = scan_records(data)
+    groups = None if scanned is None else _columns_from_scan(data, scanned)
+    if groups is None:  # the general path: reads what the scanner does not cover, or names the error
+        return columns_from_records(_read_json_records(data))
+    return groups
+
+
+def _read_json_records(data: bytes) -> list[Record]:
+    text = data.decode("utf-8")
+    if text.lstrip().startswith("["):
+        objs = json.loads(text)
+    else:
+        objs = [json.loads(line) for line in text.splitlines() if line.strip()]
+    if not isinstance(objs, list):
+        raise RecordFormatError("A records file holds a JSON array of records, or one record a line.")
+    out = []
+    for i, obj in enumerate(objs):
+        if not isinstance(obj, dict):
+            raise RecordFormatError(f"Record {i} is not a JSON object.")
+        try:
+            out.append(Record.from_json(obj))
+        except RecordFormatError as err:
+            raise RecordFormatError(f"Record {i}: {err}") from None
+    return out
+
+
+def _columns_from_scan(data: bytes, s: Any) -> list[RecordColumns] | None:
+    """Checked columns of scanned records, or ``None`` where any check fails (the general path
+    then reports it with the record and field)."""
+    if s.R == 0:
+        return []
+    n, p, d, g, K = s.n, s.p, s.d, s.g, s.sample_count
+    ok = (p >= 1) & (p <= MAX_PAYLOAD_BITS) & (d >= 2) & (d - 1 <= p) & (g < n) & (s.prefix_terms == g)
+    ok &= s.target_len == d - 1
+    term_owner = np.repeat(np.arange(s.R), s.prefix_terms)
+    if not ok.all() or not (s.term_len == (d - 1)[term_owner]).all() or not np.isin(s.y, (0, 1)).all():
+        return None
+    b = np.frombuffer(data, dtype=np.uint8)
+    groups = []
+    for rows in shapes(n, p, d, g, K):
+        r0 = int(rows[0])
+        gn, gp, gd, gg, gK = int(n[r0]), int(p[r0]), int(d[r0]), int(g[r0]), int(K[r0])
+        k = gd - 1
+        term_ids = s.prefix_start[rows, None] + np.arange(gg)
+        prefix = np.sort(s.ints[s.term_start[term_ids][..., None] + np.arange(k)], axis=-1)
+        target = np.sort(s.ints[s.target_start[rows, None] + np.arange(k)], axis=-1)
+        for supports in (prefix, target):
+            if supports.size and (supports.max() >= gp or (np.diff(supports, axis=-1) == 0).any()):
+                return None
+        sample_ids = (s.sample_start[rows, None] + np.arange(gK)).reshape(-1)
+        bits = np.empty((sample_ids.size, gn + gp), dtype=np.uint8)
+        if decode_hex(b, s.x_start[sample_ids], s.x_end[sample_ids], gn + gp, bits) >= 0:
+            return None
+        bits = bits.reshape(len(rows), gK, gn + gp)
+        exp = tuple(
+            data[a:e].decode("utf-8") if a >= 0 else "grid"
+            for a, e in zip(s.exp_start[rows].tolist(), s.exp_end[rows].tolist(), strict=True)
+        )
+        groups.append(
+            RecordColumns(
+                n=gn, p=gp, d=gd, g=gg, index=rows.astype(np.int64), prefix=prefix, target=target,
+                address=bits[:, :, :gn], payload=bits[:, :, gn:],
+                labels=s.y[sample_ids].astype(np.uint8).reshape(len(rows), gK), exp=exp,
+            )
+        )  # fmt: skip
+    return groups
+
+
+def read_records(path: str | Path) -> list[Record]:
+    """Read a records file (the paper's JSON array, JSON Lines or Parquet) as :class:`Record`
+    objects in file order."""
+    return records_in_file_order(read_record_columns(path))
