@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 #: ``u`` unknown terms split ``L = ceil(u/2)``, ``R = floor(u/2)``.
 EXACT_WORK_LIMIT = 2_000_000
 #: Lookups :func:`exact_completion_counts` does in one block of rows (its tables stay in cache).
-EXACT_BLOCK_CELLS = 500_000
+EXACT_BLOCK_CELLS = 100_000
 
 
 @lru_cache(maxsize=16)
@@ -276,9 +276,9 @@ def _pack_samples(bits: np.ndarray) -> np.ndarray:
     bit ``k % 64`` of word ``k // 64``."""
     K = bits.shape[-1]
     words = max(1, -(-K // 64))
-    padded = np.zeros((*bits.shape[:-1], words * 64), dtype=np.uint8)
+    padded = np.zeros((*bits.shape[:-1], words * 64), dtype=bool)
     padded[..., :K] = bits
-    return pack_bits(padded.reshape(*bits.shape[:-1], words, 64))
+    return np.packbits(padded, axis=-1, bitorder="little").view("<u8").astype(np.uint64, copy=False)
 
 
 def fire_patterns(payload: np.ndarray, p: int, d: int) -> np.ndarray:
@@ -296,7 +296,9 @@ def fire_patterns(payload: np.ndarray, p: int, d: int) -> np.ndarray:
 
 
 def _popcount_words(words: np.ndarray) -> np.ndarray:
-    """Bits set in ``(..., W, C)`` words, summed over ``W``: ``(..., C)`` ``int64``."""
+    """Bits set in ``(..., W, C)`` words, summed over ``W``: ``(..., C)`` integers."""
+    if words.shape[-2] == 1:
+        return np.bitwise_count(words[..., 0, :])  # uint8: at most 64
     return np.bitwise_count(words).sum(axis=-2, dtype=np.int64)
 
 
@@ -359,22 +361,31 @@ def composite_log_likelihood(batch: StepBatch, known: np.ndarray | None = None) 
     hard_words = _pack_samples(hard.astype(np.uint8))
     out = np.empty((batch.R, batch.num_candidates))
     for sub in _row_blocks(batch):
-        phi = fire_patterns(batch.payload[sub], batch.p, batch.d)  # (r, W, C)
         values, where = _term_values(agree0[sub], agree1[sub], ~hard[sub])
-        words = _pack_samples(where)  # (r, V, 2, W)
-        ll = np.zeros((phi.shape[0], phi.shape[2]))
+        words = _pack_samples(where)  # (r, V, 2, W): the samples of each value, unfired / fired
+        phi: np.ndarray | None = None  # (r, W, C) fire patterns, built when a count depends on S
+        ll = np.zeros((values.shape[0], batch.num_candidates))
         for v in range(values.shape[1]):  # ascending values: the canonical order of the sum
             unfired, fired = words[:, v, 0, :, None], words[:, v, 1, :, None]  # (r, W, 1)
-            n = _popcount_words(~phi & unfired) + _popcount_words(phi & fired)  # (r, C) term count
+            # n_v(S) = |unfired| - |unfired & F(S)| + |fired & F(S)|, an integer count
+            n = np.broadcast_to(_popcount_words(unfired), ll.shape)
+            if (unfired != fired).any():  # else both halves cancel (a sample with pi = 1/2)
+                phi = fire_patterns(batch.payload[sub], batch.p, batch.d) if phi is None else phi
+                if unfired.any():
+                    n = n - _popcount_words(phi & unfired)
+                if fired.any():
+                    n = n + _popcount_words(phi & fired)
             ll += n * values[:, v, None]
-        violated = (((phi ^ need[sub, :, None]) & hard_words[sub, :, None]) != 0).any(axis=1)
-        ll[violated] = -np.inf
+        if hard[sub].any():
+            phi = fire_patterns(batch.payload[sub], batch.p, batch.d) if phi is None else phi
+            violated = (((phi ^ need[sub, :, None]) & hard_words[sub, :, None]) != 0).any(axis=1)
+            ll[violated] = -np.inf
         out[sub] = ll
     _check_explained(np.isfinite(out))
     return out
 
 
-def _row_blocks(batch: StepBatch, max_cells: int = 1_000_000) -> list[slice]:
+def _row_blocks(batch: StepBatch, max_cells: int = 1000000) -> list[slice]:
     words = max(1, -(-batch.K // 64))
     cells = batch.num_candidates * (words + 2) + 2 * batch.K * 2 * batch.K
     size = max(1, max_cells // max(1, cells))
@@ -429,7 +440,7 @@ def _xor_values(terms: np.ndarray) -> np.ndarray:
     """(r, C^t): ``XOR_j terms[i, j, s_j]`` for every choice ``(s_1..s_t)``, one term at a time
     (the sequential axis); the distribution of ``XOR_j T_j`` for ``T_j`` uniform over the ``C``
     values ``terms[i, j, :]``, each choice counted once."""
-    vals = np.zeros((terms.shape[0], 1), dtype=np.uint64)
+    vals = np.zeros((terms.shape[0], 1), dtype=terms.dtype)
     for j in range(terms.shape[1]):
         vals = (vals[:, :, None] ^ terms[:, j, None, :]).reshape(terms.shape[0], -1)
     return vals
@@ -437,9 +448,9 @@ def _xor_values(terms: np.ndarray) -> np.ndarray:
 
 def _tag(rows: np.ndarray, vals: np.ndarray, K: int) -> np.ndarray:
     """``vals`` (``K``-bit) with the row index in the bits above: sortable across rows at once."""
-    if K >= 64:  # no room for a tag: blocks of one row (see exact_completion_counts)
+    if K >= 8 * vals.dtype.itemsize:  # no room for a tag: blocks of one row (exact_completion_counts)
         return vals
-    return vals | (rows.astype(np.uint64) << np.uint64(K))
+    return vals | (rows.astype(vals.dtype) << vals.dtype.type(K))
 
 
 def exact_completion_counts(
@@ -466,14 +477,16 @@ def exact_completion_counts(
     unknown = np.flatnonzero(~known.ravel()) % max(1, batch.g)  # row-major: each row's unknowns in order
     address = pack_bits(np.swapaxes(batch.address, 1, 2).astype(np.uint8))  # (R, g) sample masks a term
     size = max(1, min(EXACT_BLOCK_CELLS // exact_work(c, u), 1 << max(0, 64 - batch.K)))
+    # Keys as narrow as the labels and the row tag allow (uint32 sorts and searches faster).
+    dtype = np.dtype(np.uint32 if batch.K + (size - 1).bit_length() <= 32 else np.uint64)
     out = np.empty((batch.R, c), dtype=np.int64)
     half = (u + 1) // 2
     for start in range(0, batch.R, size):
         sub = slice(start, min(start + size, batch.R))
         rows = np.arange(sub.stop - sub.start)
-        phi = fire_patterns(batch.payload[sub], batch.p, batch.d)[:, 0, :]  # (r, C)
-        want = phi ^ pack_bits(r[sub])[:, None]  # the unknown part must equal this for candidate S
-        a = np.take_along_axis(address[sub], unknown.reshape(batch.R, u)[sub], axis=1)  # (r, u)
+        phi = fire_patterns(batch.payload[sub], batch.p, batch.d)[:, 0, :].astype(dtype)  # (r, C)
+        want = phi ^ pack_bits(r[sub]).astype(dtype)[:, None]  # the unknown part S needs
+        a = np.take_along_axis(address[sub], unknown.reshape(batch.R, u)[sub], axis=1).astype(dtype)
         terms = phi[:, None, :] & a[:, :, None]  # (r, u, C)
         # The left half as a sorted table of (row tag, value) keys with integer multiplicities.
         table = _tag(rows[:, None], np.sort(_xor_values(terms[:, :half]), axis=1), batch.K).ravel()

@@ -24,6 +24,7 @@ from gf2env.posterior import (
     known_terms,
 )
 from gf2env.records import Record, generate_record, generate_records
+from tests.agents.test_estimators import brute_force_composite
 from tests.paths import REFERENCE
 
 TIE_RECORD = REFERENCE / "tie-record-1162.json"
@@ -51,9 +52,18 @@ def brute_force_counts(batch: StepBatch, i: int, known: np.ndarray) -> np.ndarra
 
 @pytest.mark.parametrize(
     ("p", "d", "K", "g", "k", "seed"),
-    [(6, 3, 7, 0, 0, 1), (6, 3, 7, 1, 0, 2), (6, 3, 5, 2, 0, 3), (6, 3, 6, 3, 0, 4), (6, 3, 6, 3, 1, 5),
-     (5, 2, 4, 4, 1, 6), (5, 3, 3, 3, 0, 7)],
-)  # fmt: skip
+    [
+        (6, 3, 7, 0, 0, 1),
+        (6, 3, 7, 1, 0, 2),
+        (6, 3, 5, 2, 0, 3),
+        (6, 3, 6, 3, 0, 4),
+        (6, 3, 6, 3, 1, 5),
+        (5, 2, 4, 4, 1, 6),
+        (5, 3, 3, 3, 0, 7),
+        (6, 3, 30, 2, 0, 8),
+        (5, 3, 64, 2, 1, 9),
+    ],
+)  # fmt: skip  (K=30: 64-bit keys with row tags; K=64: untagged one-row blocks)
 def test_completion_counts_equal_enumeration(p, d, K, g, k, seed):
     batch = StepBatch.from_records(list(generate_records(TaskConfig(p=p, d=d, K=K, n=g + 1), [g], 8, seed)))
     known = known_terms(g, k, batch.R, "random", np.random.default_rng(seed))
@@ -139,3 +149,11 @@ def test_composite_gives_equal_term_multisets_equal_bits():
     est = DataOnly().evaluate(batch.take(slice(5, 6)), np.random.default_rng(0))
     assert batch.target[5] == 179
     assert est.tie_size[0] == 2 and est.argmax_accuracy[0] == 0.5
+
+
+def test_composite_over_several_sample_words_matches_its_definition():
+    config = TaskConfig(p=7, d=3, K=70, sampling="uniform")  # K > 64: two words of fire patterns
+    batch = StepBatch.from_records(list(generate_records(config, [2], 6, seed=9)))
+    post = DataOnly().posterior(batch)
+    for i in range(batch.R):
+        np.testing.assert_allclose(post[i], brute_force_composite(batch, i), atol=1e-12)
