@@ -16,11 +16,17 @@ uniform prior the task draws supports from, and comes back as an ``(R, C)`` arra
   terms are known: the unknown part of each label is treated as an independent
   Bernoulli(½(1 − (1 − 2q)^m)) mask per sample, ``q = C(|v|, d-1)/C(p, d-1)`` and ``m`` the number of
   active unknown address bits. The masks of different samples share the prefix supports, so this
-  is a composite likelihood, not the exact one.
-- :func:`exact_log_likelihood` — the exact data-only posterior (and exact D): the unknown prefix
-  supports are marginalised by enumerating the distribution of their XORed contributions to the K
-  labels, meeting in the middle. Its cost grows like ``C^(u/2 + 1)`` for ``u`` unknown terms, so it
-  refuses batches past :data:`EXACT_WORK_LIMIT` (at p=12, d=4: up to 3 unknown terms).
+  is a composite likelihood, not the exact one. Its terms are summed as integer counts of each
+  distinct term value, in ascending value order, so equal multisets of terms are equal bits.
+- :func:`exact_completion_counts` / :func:`exact_log_likelihood` — the exact data-only posterior
+  (and exact D): the unknown prefix supports are marginalised by counting, in ``int64``, the
+  assignments of them that explain the labels (their XORed contributions to the K labels, meeting
+  in the middle); the log-likelihood is ``log(count) - u log C``. Its cost grows like
+  ``C^(u/2 + 1)`` for ``u`` unknown terms, so it refuses batches past :data:`EXACT_WORK_LIMIT` (at
+  p=12, d=4: up to 3 unknown terms).
+
+Ties are exact: candidates with equal counts (exact) or equal term multisets (composite) get
+bit-identical log weights, so :func:`argmax_with_ties` sees them as tied.
 
 One idea: the posterior over the next term's support given a step's data, on one batch layout;
 the estimators differ only in which parts of the prefix they condition on, and share the masks,
@@ -385,7 +391,7 @@ def composite_log_likelihood(batch: StepBatch, known: np.ndarray | None = None) 
     return out
 
 
-def _row_blocks(batch: StepBatch, max_cells: int = 1000000) -> list[slice]:
+def _row_blocks(batch: StepBatch, max_cells: int = 1_000_000) -> list[slice]:
     words = max(1, -(-batch.K // 64))
     cells = batch.num_candidates * (words + 2) + 2 * batch.K * 2 * batch.K
     size = max(1, max_cells // max(1, cells))
