@@ -33,6 +33,7 @@ from gf2env.posterior import (
     EXACT_WORK_LIMIT,
     StepBatch,
     argmax_with_ties,
+    check_exact,
     composite_log_likelihood,
     consistent_candidates,
     exact_log_likelihood,
@@ -199,6 +200,7 @@ class Partial(Estimator):
             )
         if K > 64:
             raise GF2ConfigError(f"{self.name} needs K <= 64 samples (64-bit label vectors); got K={K}.")
+        check_exact(p, d, K, unknown, self.exact_limit)  # and the int64 completion counts
 
     def known_mask(self, batch: StepBatch, rng: np.random.Generator | None = None) -> np.ndarray:
         return known_terms(batch.g, self.known.at(batch.g), batch.R, self.which, rng)

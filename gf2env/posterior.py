@@ -16,11 +16,17 @@ uniform prior the task draws supports from, and comes back as an ``(R, C)`` arra
   terms are known: the unknown part of each label is treated as an independent
   Bernoulli(½(1 − (1 − 2q)^m)) mask per sample, ``q = C(|v|, d-1)/C(p, d-1)`` and ``m`` the number of
   active unknown address bits. The masks of different samples share the prefix supports, so this
-  is a composite likelihood, not the exact one.
-- :func:`exact_log_likelihood` — the exact data-only posterior (and exact D): the unknown prefix
-  supports are marginalised by enumerating the distribution of their XORed contributions to the K
-  labels, meeting in the middle. Its cost grows like ``C^(u/2 + 1)`` for ``u`` unknown terms, so it
-  refuses batches past :data:`EXACT_WORK_LIMIT` (at p=12, d=4: up to 3 unknown terms).
+  is a composite likelihood, not the exact one. Its terms are summed as integer counts of each
+  distinct term value, in ascending value order, so equal multisets of terms are equal bits.
+- :func:`exact_completion_counts` / :func:`exact_log_likelihood` — the exact data-only posterior
+  (and exact D): the unknown prefix supports are marginalised by counting, in ``int64``, the
+  assignments of them that explain the labels (their XORed contributions to the K labels, meeting
+  in the middle); the log-likelihood is ``log(count) - u log C``. Its cost grows like
+  ``C^(u/2 + 1)`` for ``u`` unknown terms, so it refuses batches past :data:`EXACT_WORK_LIMIT` (at
+  p=12, d=4: up to 3 unknown terms).
+
+Ties are exact: candidates with equal counts (exact) or equal term multisets (composite) get
+bit-identical log weights, so :func:`argmax_with_ties` sees them as tied.
 
 One idea: the posterior over the next term's support given a step's data, on one batch layout;
 the estimators differ only in which parts of the prefix they condition on, and share the masks,
@@ -54,6 +60,16 @@ if TYPE_CHECKING:
 #: Worst-case lookups per record the exact data-only posterior may spend: ``C^L + C^(R+1)`` for
 #: ``u`` unknown terms split ``L = ceil(u/2)``, ``R = floor(u/2)``.
 EXACT_WORK_LIMIT = 2_000_000
+#: Lookups :func:`exact_completion_counts` does in one block of rows (its tables stay in cache).
+EXACT_BLOCK_CELLS = 100_000
+
+
+@lru_cache(maxsize=16)
+def candidate_supports(p: int, d: int) -> np.ndarray:
+    """(C, d-1) payload indices of all supports, in lexicographic (action) order."""
+    supports = all_supports(p, d - 1)
+    supports.setflags(write=False)
+    return supports
 
 
 @lru_cache(maxsize=16)
@@ -260,10 +276,66 @@ def positives(batch: StepBatch) -> np.ndarray:
     return residuals(batch).astype(bool).sum(axis=1)
 
 
+# ---------------------------------------------------------------------- fire patterns
+def _pack_samples(bits: np.ndarray) -> np.ndarray:
+    """(..., K) 0/1 over samples to (..., W) ``uint64`` words, ``W = ceil(K/64)``: sample ``k`` is
+    bit ``k % 64`` of word ``k // 64``."""
+    K = bits.shape[-1]
+    words = max(1, -(-K // 64))
+    padded = np.zeros((*bits.shape[:-1], words * 64), dtype=bool)
+    padded[..., :K] = bits
+    return np.packbits(padded, axis=-1, bitorder="little").view("<u8").astype(np.uint64, copy=False)
+
+
+def fire_patterns(payload: np.ndarray, p: int, d: int) -> np.ndarray:
+    """(r, W, C) ``uint64``: for every candidate ``S``, the samples it fires on as bit words.
+
+    ``[S fires on v] = AND_{i in S} v_i``, so each pattern is the AND of the ``d-1`` payload-bit
+    columns of its support (no ``K x C`` table)."""
+    columns = _pack_samples(np.swapaxes(unpack_bits(payload, p), 1, 2))  # (r, p, W)
+    columns = np.swapaxes(columns, 1, 2)  # (r, W, p)
+    everyone = _pack_samples(np.ones(payload.shape[1], dtype=np.uint8))  # (W,)
+    out = np.broadcast_to(everyone[None, :, None], (payload.shape[0], len(everyone), comb(p, d - 1))).copy()
+    for col in candidate_supports(p, d).T:  # d-1 ANDs over (r, W, C)
+        out &= columns[:, :, col]
+    return out
+
+
+def _popcount_words(words: np.ndarray) -> np.ndarray:
+    """Bits set in ``(..., W, C)`` words, summed over ``W``: ``(..., C)`` integers."""
+    if words.shape[-2] == 1:
+        return np.bitwise_count(words[..., 0, :])  # uint8: at most 64
+    return np.bitwise_count(words).sum(axis=-2, dtype=np.int64)
+
+
 # ---------------------------------------------------------------------- composite likelihood (B, D)
 def _firing_probabilities(batch: StepBatch) -> np.ndarray:
     table = np.array([comb(w, batch.d - 1) for w in range(batch.p + 1)], dtype=np.float64)
     return table[np.bitwise_count(batch.payload)] / comb(batch.p, batch.d - 1)
+
+
+def _term_values(agree0: np.ndarray, agree1: np.ndarray, soft: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct term values of each row and where they occur.
+
+    Returns ``values`` (r, V) ascending (rows with fewer values padded with 0.0) and ``where``
+    (r, V, 2, K) ``bool``: ``where[i, v, F, k]`` is True when sample ``k`` of row ``i`` is soft and
+    its term is ``values[i, v]`` for a candidate that fires (``F=1``) or does not (``F=0``) on it.
+    """
+    r, K = agree0.shape
+    flat = np.where(np.concatenate([soft, soft], axis=1), np.concatenate([agree0, agree1], axis=1), np.inf)
+    order = np.argsort(flat, axis=1, kind="stable")
+    ranked = np.take_along_axis(flat, order, axis=1)
+    new = np.ones_like(ranked, dtype=bool)
+    new[:, 1:] = ranked[:, 1:] != ranked[:, :-1]
+    group = np.cumsum(new, axis=1) - 1  # (r, 2K) index of each sorted entry's value
+    finite = np.isfinite(ranked)
+    V = int(group[finite].max()) + 1 if finite.any() else 0
+    values = np.zeros((r, V))
+    where = np.zeros((r, V, 2, K), dtype=bool)
+    rows = np.broadcast_to(np.arange(r)[:, None], order.shape)
+    values[rows[finite], group[finite]] = ranked[finite]
+    where[rows[finite], group[finite], order[finite] // K, order[finite] % K] = True
+    return values, where
 
 
 def composite_log_likelihood(batch: StepBatch, known: np.ndarray | None = None) -> np.ndarray:
@@ -271,7 +343,10 @@ def composite_log_likelihood(batch: StepBatch, known: np.ndarray | None = None) 
 
     ``known`` is an (R, g) ``bool`` mask (None: no term known, estimator B). Samples whose unknown
     mask is certain (no active unknown term, or a payload on which every or no term fires) are hard
-    constraints; the others contribute ``log Pr[mask = y XOR known part XOR M_S(v)]``.
+    constraints; the others contribute ``log Pr[mask = y XOR known part XOR M_S(v)]``. The terms are
+    grouped by value: each candidate's log-likelihood is ``sum_v n_v(S) v`` over the row's distinct
+    term values in ascending order, ``n_v(S)`` an integer count, so candidates with equal multisets
+    of terms get bit-identical log-likelihoods (exact argmax ties).
     """
     if known is None:
         known = np.zeros((batch.R, batch.g), dtype=bool)
@@ -283,74 +358,49 @@ def composite_log_likelihood(batch: StepBatch, known: np.ndarray | None = None) 
     never = q == 0.0
     hard = (m == 0) | always | never
     pi = np.where(m == 0, 0.0, np.where(always, (m & 1).astype(np.float64), np.where(never, 0.0, pi)))
-    # Soft samples: log L = sum_k l_k(0) + sum_k c_k F_kS, F_kS = [S fires on sample k].
     with np.errstate(divide="ignore"):
         log_pi, log_not = np.log(np.where(hard, 0.5, pi)), np.log1p(-np.where(hard, 0.5, pi))
-    agree0 = np.where(r == 0, log_not, log_pi)  # l_k(F = 0)
-    agree1 = np.where(r == 0, log_pi, log_not)  # l_k(F = 1)
-    soft = ~hard
-    base = np.where(soft, agree0, 0.0).sum(axis=1)
-    coef_soft = np.where(soft, agree1 - agree0, 0.0)
-    # Hard samples: F_kS must equal t_k = r_k XOR pi_k; violations = sum t + sum (1 - 2t) F.
-    t = (r ^ pi.astype(np.uint8)).astype(np.float64)
-    coef_hard = np.where(hard, 1.0 - 2.0 * t, 0.0)
-    viol_base = np.where(hard, t, 0.0).sum(axis=1)
+    agree0 = np.where(r == 0, log_not, log_pi)  # the term of a candidate that does not fire
+    agree1 = np.where(r == 0, log_pi, log_not)  # ... and of one that fires
+    # Hard samples: a candidate must fire exactly where t = r XOR mask is 1.
+    need = _pack_samples(r ^ pi.astype(np.uint8))  # (R, W)
+    hard_words = _pack_samples(hard.astype(np.uint8))
     out = np.empty((batch.R, batch.num_candidates))
     for sub in _row_blocks(batch):
-        coefs = np.stack([coef_soft[sub], coef_hard[sub]], axis=1)  # (r, 2, K)
-        sums = weighted_fire_sums(batch.payload[sub], coefs, batch.p, batch.d)  # (r, 2, C)
-        ll = base[sub, None] + sums[:, 0]
-        violated = np.rint(viol_base[sub, None] + sums[:, 1]) > 0
-        ll[violated] = -np.inf
+        values, where = _term_values(agree0[sub], agree1[sub], ~hard[sub])
+        words = _pack_samples(where)  # (r, V, 2, W): the samples of each value, unfired / fired
+        phi: np.ndarray | None = None  # (r, W, C) fire patterns, built when a count depends on S
+        ll = np.zeros((values.shape[0], batch.num_candidates))
+        for v in range(values.shape[1]):  # ascending values: the canonical order of the sum
+            unfired, fired = words[:, v, 0, :, None], words[:, v, 1, :, None]  # (r, W, 1)
+            # n_v(S) = |unfired| - |unfired & F(S)| + |fired & F(S)|, an integer count
+            n = np.broadcast_to(_popcount_words(unfired), ll.shape)
+            if (unfired != fired).any():  # else both halves cancel (a sample with pi = 1/2)
+                phi = fire_patterns(batch.payload[sub], batch.p, batch.d) if phi is None else phi
+                if unfired.any():
+                    n = n - _popcount_words(phi & unfired)
+                if fired.any():
+                    n = n + _popcount_words(phi & fired)
+            ll += n * values[:, v, None]
+        if hard[sub].any():
+            phi = fire_patterns(batch.payload[sub], batch.p, batch.d) if phi is None else phi
+            violated = (((phi ^ need[sub, :, None]) & hard_words[sub, :, None]) != 0).any(axis=1)
+            ll[violated] = -np.inf
         out[sub] = ll
     _check_explained(np.isfinite(out))
     return out
 
 
-def _row_blocks(batch: StepBatch, max_cells: int = 2_000_000) -> list[slice]:
-    prefixes, _, _ = _support_split(batch.p, batch.d)
-    cells = batch.K * max(batch.num_candidates, len(prefixes) * batch.p)
+def _row_blocks(batch: StepBatch, max_cells: int = 1_000_000) -> list[slice]:
+    words = max(1, -(-batch.K // 64))
+    cells = batch.num_candidates * (words + 2) + 2 * batch.K * 2 * batch.K
     size = max(1, max_cells // max(1, cells))
     return [slice(i, min(i + size, batch.R)) for i in range(0, batch.R, size)]
 
 
-@lru_cache(maxsize=16)
-def _support_split(p: int, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every support as (its first ``d-2`` indices, its last index): the ``(d-2)``-subsets in
-    lexicographic order, and for each candidate the row of its prefix there and its last index."""
-    prefixes = all_supports(p, d - 2)  # (Q, d-2); Q = 1 (the empty prefix) when d = 2
-    supports = all_supports(p, d - 1)
-    rank_of = {tuple(row): q for q, row in enumerate(prefixes.tolist())}
-    prefix_row = np.array([rank_of[tuple(s[:-1])] for s in supports.tolist()], dtype=np.int64)
-    return prefixes, prefix_row, supports[:, -1].copy()
-
-
-def weighted_fire_sums(payload: np.ndarray, coefs: np.ndarray, p: int, d: int) -> np.ndarray:
-    """``out[r, m, S] = sum_k coefs[r, m, k] * [S fires on payload[r, k]]`` for every candidate S.
-
-    ``[S fires on v] = prod_{i in S} v_i``: weight each sample by the product of its bits over every
-    ``(d-2)``-subset, then one matrix product a row (BLAS) against the bits supplies the last index.
-    Coefficient rows that are zero throughout the batch are skipped.
-    """
-    prefixes, prefix_row, last = _support_split(p, d)
-    r, m, K = coefs.shape
-    out = np.zeros((r, m, len(last)))
-    active = np.flatnonzero(np.abs(coefs).sum(axis=(0, 2)) > 0)
-    if active.size == 0:
-        return out
-    bits = unpack_bits(payload, p).astype(np.float64)  # (r, K, p)
-    partial = np.ones((r, K, len(prefixes)))
-    for col in range(d - 2):
-        partial *= bits[:, :, prefixes[:, col]]
-    w = coefs[:, active, :, None] * partial[:, None]  # (r, a, K, Q)
-    tensor = np.matmul(np.swapaxes(w, 2, 3), bits[:, None])  # (r, a, Q, p)
-    out[:, active] = tensor[:, :, prefix_row, last]
-    return out
-
-
 # ---------------------------------------------------------------------- exact data-only (B, D)
 def exact_work(num_candidates: int, unknown: int) -> int:
-    """Worst-case lookups per record of :func:`exact_log_likelihood` with ``unknown`` terms."""
+    """Worst-case lookups per record of :func:`exact_completion_counts` with ``unknown`` terms."""
     left, right = (unknown + 1) // 2, unknown // 2
     return num_candidates**left + num_candidates ** (right + 1)
 
@@ -364,25 +414,62 @@ def max_exact_unknown(p: int, d: int, limit: int = EXACT_WORK_LIMIT) -> int:
     return u
 
 
-def _xor_convolve(
-    vals: np.ndarray, probs: np.ndarray, v2: np.ndarray, p2: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The distribution of ``X ^ Y`` for independent ``X ~ (vals, probs)``, ``Y ~ (v2, p2)``."""
-    keys = (vals[:, None] ^ v2[None, :]).ravel()
-    weights = (probs[:, None] * p2[None, :]).ravel()
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    return uniq, np.bincount(inverse.ravel(), weights=weights, minlength=len(uniq))
+def check_exact(p: int, d: int, K: int, unknown: int, limit: int = EXACT_WORK_LIMIT) -> None:
+    """Raise :class:`GF2ConfigError` unless the exact posterior can run with ``unknown`` terms:
+    within the work ``limit``, ``K <= 64`` and ``C^unknown`` completions countable in ``int64``."""
+    c = comb(p, d - 1)
+    if exact_work(c, unknown) > limit:
+        raise GF2ConfigError(
+            f"The exact data-only posterior with {unknown} unknown prefix terms at p={p}, d={d} "
+            f"needs ~{exact_work(c, unknown):.2e} lookups a record, over the limit {limit:.2e}; it "
+            f"handles at most {max_exact_unknown(p, d, limit)} unknown terms here. Use the composite "
+            f"likelihood (estimator B/D), more known terms, or raise limit= at your own cost."
+        )
+    if K > 64:
+        raise GF2ConfigError(f"K={K} samples do not fit the 64-bit label vectors; use K <= 64.")
+    if c**unknown >= 2**63:
+        raise GF2ConfigError(
+            f"The exact posterior counts completions in int64, but {unknown} unknown terms at p={p}, "
+            f"d={d} have C^u = {c}^{unknown} = {float(c**unknown):.2e} >= 2^63; give it more known "
+            f"terms (at most {_max_countable(c)} unknown) or use the composite likelihood."
+        )
 
 
-def exact_log_likelihood(
+def _max_countable(c: int) -> int:
+    u = 0
+    while c ** (u + 1) < 2**63 and u < 63:
+        u += 1
+    return u
+
+
+def _xor_values(terms: np.ndarray) -> np.ndarray:
+    """(r, C^t): ``XOR_j terms[i, j, s_j]`` for every choice ``(s_1..s_t)``, one term at a time
+    (the sequential axis); the distribution of ``XOR_j T_j`` for ``T_j`` uniform over the ``C``
+    values ``terms[i, j, :]``, each choice counted once."""
+    vals = np.zeros((terms.shape[0], 1), dtype=terms.dtype)
+    for j in range(terms.shape[1]):
+        vals = (vals[:, :, None] ^ terms[:, j, None, :]).reshape(terms.shape[0], -1)
+    return vals
+
+
+def _tag(rows: np.ndarray, vals: np.ndarray, K: int) -> np.ndarray:
+    """``vals`` (``K``-bit) with the row index in the bits above: sortable across rows at once."""
+    if K >= 8 * vals.dtype.itemsize:  # no room for a tag: blocks of one row (exact_completion_counts)
+        return vals
+    return vals | (rows.astype(vals.dtype) << vals.dtype.type(K))
+
+
+def exact_completion_counts(
     batch: StepBatch, known: np.ndarray | None = None, limit: int = EXACT_WORK_LIMIT
 ) -> np.ndarray:
-    """(R, C) exact log-likelihood of every candidate with the unknown prefix terms marginalised.
+    """(R, C) ``int64``: for every candidate ``S``, how many of the ``C^u`` assignments of the ``u``
+    unknown prefix supports reproduce the labels together with ``S`` and the known terms.
 
-    Each unknown term ``j`` adds ``X_j = a_j AND F(S_j)`` to the K-bit label vector, ``S_j`` uniform
-    and independent; the likelihood of candidate ``S`` is ``Pr[XOR_j X_j = r XOR F(S)]``. The XOR
-    distribution of half the unknown terms is tabulated and the other half enumerated per
-    candidate. Needs ``K <= 64``; refuses more unknown terms than :func:`max_exact_unknown` allows.
+    Each unknown term ``j`` adds ``X_j = a_j AND F(S_j)`` to the K-bit label vector; candidate ``S``
+    needs ``XOR_j X_j = r XOR F(S)``. The XOR distribution of half the unknown terms is tabulated
+    in integer counts and the other half enumerated per candidate (meet in the middle), all rows of
+    a block at once. Needs ``K <= 64`` and ``C^u < 2^63``; refuses more unknown terms than
+    :func:`max_exact_unknown` allows (see :func:`check_exact`).
     """
     if known is None:
         known = np.zeros((batch.R, batch.g), dtype=bool)
@@ -391,43 +478,45 @@ def exact_log_likelihood(
         raise ValueError(f"Rows know different numbers of terms {sorted(unknown_counts)}; batch by count.")
     u = unknown_counts.pop() if unknown_counts else 0
     c = batch.num_candidates
-    if exact_work(c, u) > limit:
-        raise GF2ConfigError(
-            f"The exact data-only posterior with {u} unknown prefix terms at p={batch.p}, d={batch.d} "
-            f"needs ~{exact_work(c, u):.2e} lookups a record, over the limit {limit:.2e}; it handles at "
-            f"most {max_exact_unknown(batch.p, batch.d, limit)} unknown terms here. Use the composite "
-            f"likelihood (estimator B/D), more known terms, or raise limit= at your own cost."
-        )
-    if batch.K > 64:
-        raise GF2ConfigError(f"K={batch.K} samples do not fit the 64-bit label vectors; use K <= 64.")
+    check_exact(batch.p, batch.d, batch.K, u, limit)
     r = residuals(batch, known)
-    cands = candidate_masks(batch.p, batch.d)
-    sample_bits = np.left_shift(np.uint64(1), np.arange(batch.K, dtype=np.uint64))
-    out = np.empty((batch.R, c))
-    for i in range(batch.R):
-        f = fires(batch.payload[i], cands)  # (K, C)
-        phi = (f.astype(np.uint64) * sample_bits[:, None]).sum(axis=0, dtype=np.uint64)  # (C,) patterns
-        want = phi ^ pack_bits(r[i])  # the unknown part must equal this for candidate S
-        terms = []
-        for j in np.flatnonzero(~known[i]):
-            a_j = pack_bits(batch.address[i, :, j].astype(np.uint8))
-            vals, counts = np.unique(phi & a_j, return_counts=True)
-            terms.append((vals, counts / c))
-        half = (u + 1) // 2
-        left = (np.zeros(1, dtype=np.uint64), np.ones(1))
-        for vals, probs in terms[:half]:
-            left = _xor_convolve(*left, vals, probs)
-        right = (np.zeros(1, dtype=np.uint64), np.ones(1))
-        for vals, probs in terms[half:]:
-            right = _xor_convolve(*right, vals, probs)
-        queries = want[:, None] ^ right[0][None, :]  # (C, |right|)
-        pos = np.searchsorted(left[0], queries).clip(max=len(left[0]) - 1)
-        hit = left[0][pos] == queries
-        like = (np.where(hit, left[1][pos], 0.0) * right[1][None, :]).sum(axis=1)
-        with np.errstate(divide="ignore"):
-            out[i] = np.log(like)
-    _check_explained(np.isfinite(out))
+    unknown = np.flatnonzero(~known.ravel()) % max(1, batch.g)  # row-major: each row's unknowns in order
+    address = pack_bits(np.swapaxes(batch.address, 1, 2).astype(np.uint8))  # (R, g) sample masks a term
+    size = max(1, min(EXACT_BLOCK_CELLS // exact_work(c, u), 1 << max(0, 64 - batch.K)))
+    # Keys as narrow as the labels and the row tag allow (uint32 sorts and searches faster).
+    dtype = np.dtype(np.uint32 if batch.K + (size - 1).bit_length() <= 32 else np.uint64)
+    out = np.empty((batch.R, c), dtype=np.int64)
+    half = (u + 1) // 2
+    for start in range(0, batch.R, size):
+        sub = slice(start, min(start + size, batch.R))
+        rows = np.arange(sub.stop - sub.start)
+        phi = fire_patterns(batch.payload[sub], batch.p, batch.d)[:, 0, :].astype(dtype)  # (r, C)
+        want = phi ^ pack_bits(r[sub]).astype(dtype)[:, None]  # the unknown part S needs
+        a = np.take_along_axis(address[sub], unknown.reshape(batch.R, u)[sub], axis=1).astype(dtype)
+        terms = phi[:, None, :] & a[:, :, None]  # (r, u, C)
+        # The left half as a sorted table of (row tag, value) keys with integer multiplicities.
+        table = _tag(rows[:, None], np.sort(_xor_values(terms[:, :half]), axis=1), batch.K).ravel()
+        firsts = np.flatnonzero(np.concatenate([[True], table[1:] != table[:-1]]))
+        keys, mult = table[firsts], np.diff(np.append(firsts, len(table)))
+        # The right half enumerated: each choice asks for the left value want(S) XOR its own.
+        right = _xor_values(terms[:, half:])  # (r, C^(u - half))
+        queries = _tag(rows[:, None, None], want[:, None, :] ^ right[:, :, None], batch.K)  # (r, ., C)
+        pos = np.searchsorted(keys, queries).clip(max=len(keys) - 1)
+        out[sub] = np.where(keys[pos] == queries, mult[pos], 0).sum(axis=1)
+    _check_explained(out > 0)
     return out
+
+
+def exact_log_likelihood(
+    batch: StepBatch, known: np.ndarray | None = None, limit: int = EXACT_WORK_LIMIT
+) -> np.ndarray:
+    """(R, C) exact log-likelihood of every candidate with the unknown prefix terms marginalised:
+    ``log(count) - u log C`` from :func:`exact_completion_counts`, so equal counts (exact ties)
+    give bit-identical values."""
+    counts = exact_completion_counts(batch, known, limit)
+    u = batch.g - (int(known[0].sum()) if known is not None and batch.R else 0)
+    with np.errstate(divide="ignore"):
+        return np.log(counts.astype(np.float64)) - u * np.log(float(batch.num_candidates))
 
 
 # ---------------------------------------------------------------------- the Bayes ceiling
@@ -484,8 +573,11 @@ __all__ = [
     "candidate_masks",
     "composite_log_likelihood",
     "consistent_candidates",
+    "check_exact",
+    "exact_completion_counts",
     "exact_log_likelihood",
     "exact_work",
+    "fire_patterns",
     "intersection_candidates",
     "known_terms",
     "max_exact_unknown",
