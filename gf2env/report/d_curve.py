@@ -21,7 +21,7 @@ from tqdm import tqdm
 from gf2env.errors import GF2ConfigError
 from gf2env.oracle import TaskConfig
 from gf2env.posterior import StepBatch, composite_log_likelihood, known_terms, normalise
-from gf2env.records import generate_record
+from gf2env.record_columns import generate_columns
 from gf2env.report.schema import D_CURVE
 
 
@@ -205,7 +205,7 @@ def simulate_d_curve(
     table: dict[int, np.ndarray] = {}
     for g in tqdm(sorted(set(depths)), desc="D curve", unit="depth", disable=not progress):
         cfg = TaskConfig(p=config.p, d=config.d, K=config.K, n=g + 1, sampling=config.sampling, w=config.w)
-        batch = StepBatch.from_records([generate_record(cfg, g, t, seed) for t in range(trials)])
+        batch = generate_columns(cfg, g, trials, seed).step_batch()
         table[g] = np.array([d_gamma(batch, k).mean() for k in range(g + 1)])
     return DCurve(depths=tuple(sorted(table)), table=table)
 
