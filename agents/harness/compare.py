@@ -33,7 +33,7 @@ from agents.llm.query_log import QueryLog
 from agents.sb3_agent import SB3Spec
 from gf2env.errors import GF2ConfigError
 from gf2env.record_files import read_record_columns
-from gf2env.report.fit import EffectivePrefixFit, fit_agents, write_fits_csv
+from gf2env.report.fit import METHODS, EffectivePrefixFit, fit_agents, write_fits_csv
 from gf2env.report.plots import write_figures
 from gf2env.report.results import format_summary, summarize, write_results_csv, write_summary_csv
 from gf2env.settings import PER_DEPTH, check_keys, dataclass_from_mapping, read_yaml_mapping
@@ -190,7 +190,7 @@ class CompareReport:
     figures: list[Path] = field(default_factory=list)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)  # LLM agents' throughput and unanswered records
-    fits: list[EffectivePrefixFit] = field(default_factory=list)  # one per agent and setting
+    fits: list[EffectivePrefixFit] = field(default_factory=list)  # one per agent, setting and method
     fit_csv: Path | None = None
     tool_usage_csv: Path | None = None  # the paper's tool-usage table (tool agents only)
 
@@ -252,7 +252,7 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
     fit_csv = None
     if config.fit:
         curve_seed = config.grid.seed + 1 if config.grid else 1  # D-curve records: not the evaluated ones
-        fits, why = fit_agents(evaluation.rows, seed=curve_seed, progress=progress)
+        fits, why = fit_agents(evaluation.rows, seed=curve_seed, progress=progress, methods=METHODS)
         notes.extend(why)
         if fits:
             fit_csv = config.out / "fit.csv"
@@ -278,11 +278,14 @@ def print_report(report: CompareReport) -> None:
         print(f"wrote {report.tool_usage_csv} (the paper's tool-usage table)")
     if report.fits:
         print("effective-prefix fit (k = u*g or k = min(v, g) known terms of estimator D):")
-        print(f"{'agent':<16} {'u':>6} {'v':>7} {'ΔAIC':>8}  preferred")
+        print(f"{'agent':<16} {'method':<12} {'u':>6} {'v':>7} {'ΔAIC':>8}  preferred")
         for fit in report.fits:
-            print(f"{fit.agent or '':<16} {fit.u:>6.3f} {fit.v:>7.2f} {fit.delta_aic:>8.1f}  {fit.preferred}")
+            print(
+                f"{fit.agent or '':<16} {fit.method:<12} {fit.u:>6.3f} {fit.v:>7.2f} {fit.delta_aic:>8.1f}"
+                f"  {fit.preferred}"
+            )
     if report.fit_csv is not None:
-        print(f"wrote {report.fit_csv} (effective-prefix fit of every agent)")
+        print(f"wrote {report.fit_csv} (effective-prefix fit of every agent, both methods)")
     print(f"done in {report.seconds:.1f} s")
 
 

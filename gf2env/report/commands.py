@@ -25,7 +25,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from gf2env.report.d_curve import DCurve, simulate_d_curve
-    from gf2env.report.fit import curve_config, fit_agents, write_fits_csv
+    from gf2env.report.fit import METHODS, curve_config, fit_agents, write_fits_csv
     from gf2env.report.results import read_results_csv
 
     path = Path(args.results)
@@ -45,8 +45,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
         curve = simulate_d_curve(config, depths, args.curve_trials, seed=args.seed, progress=not args.quiet)
         curve.write_csv(curve_path)
         print(f"wrote the D curve to {curve_path}")
+    methods = METHODS if args.method == "both" else (args.method,)
     fits, notes = fit_agents(
-        rows, args.agent, args.value, curve, args.curve_trials, args.seed, progress=not args.quiet
+        rows, args.agent, args.value, curve, args.curve_trials, args.seed, not args.quiet, methods
     )
     for fit in fits:
         print(fit.format_table())
@@ -77,6 +78,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     fit.add_argument("--curve", help="CSV cache of the simulated D curve (read if present, else written)")
     fit.add_argument("--curve-trials", type=int, default=500, help="records a depth for the D curve")
     fit.add_argument("--seed", type=int, default=1, help="seed of the D curve's records")
+    fit.add_argument(
+        "--method",
+        choices=("interpolated", "paper", "both"),
+        default="both",
+        help="interpolated: real k, γ_D interpolated; paper: the paper's integer k = round(u*g) on its "
+        "grid u = 0, 0.01, ..., 1 (compare this one with its Table 1); both (default): one row each",
+    )
     fit.add_argument("--out", help="fit table CSV (default: fit.csv next to the results)")
     fit.add_argument("--quiet", action="store_true")
     fit.set_defaults(func=cmd_fit)

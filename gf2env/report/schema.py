@@ -137,6 +137,7 @@ FITS = Table(
     "fits",
     (
         Column("agent", str, optional=True),
+        Column("method", str),  # "interpolated" (gf2env's real-valued k) or "paper" (integer k)
         Column("u", float),
         Column("v", float),
         Column("loglik_proportional", float),

@@ -115,6 +115,13 @@ def test_cli_compare_plot_and_fit(tmp_path):
               "--out", str(out), "--quiet")  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert "γ [95% CI]" in run.stdout and (out / "results.csv").exists() and (out / "summary.csv").exists()
+    from gf2env.report.fit import read_fits_csv
+
+    compared = read_fits_csv(out / "fit.csv")  # compare fits every agent by both methods
+    assert [(r["agent"], r["method"]) for r in compared] == [
+        (a, m) for a in ("A", "B", "D(k=1)", "C") for m in ("interpolated", "paper")
+    ]
+    assert all(r["v"] == int(r["v"]) for r in compared if r["method"] == "paper")
     redraw = gf2("plot", str(out / "summary.csv"), "--out", str(tmp_path / "figs"))
     assert redraw.returncode == 0, redraw.stderr
     assert list((tmp_path / "figs").glob("gamma_vs_depth_*.png"))
@@ -125,7 +132,14 @@ def test_cli_compare_plot_and_fit(tmp_path):
     assert curve.exists() and (out / "fit.csv").exists()
     text = (out / "fit.csv").read_text()
     assert "D(k=1)" in text and "delta_aic" in text
-    assert "ΔAIC" in fit.stdout or "delta" in fit.stdout.lower()
+    assert "ΔAIC" in fit.stdout and "paper method" in fit.stdout and "interpolated method" in fit.stdout
+    assert {r["method"] for r in read_fits_csv(out / "fit.csv")} == {"interpolated", "paper"}
+    paper = gf2("fit", str(out / "results.csv"), "--agent", "B", "--curve", str(curve), "--method", "paper",
+                "--out", str(tmp_path / "paper.csv"), "--quiet")  # fmt: skip
+    assert paper.returncode == 0, paper.stderr
+    assert [(r["agent"], r["method"]) for r in read_fits_csv(tmp_path / "paper.csv")] == [("B", "paper")]
+    bad = gf2("fit", str(out / "results.csv"), "--method", "exact", "--quiet")
+    assert bad.returncode == 2 and "--method" in bad.stderr and "'paper'" in bad.stderr
 
 
 def test_cli_errors_are_one_line():
@@ -151,6 +165,27 @@ def test_effective_prefix_fit_recovers_d_itself():
     two = fit_effective_prefix(DepthCounts.from_rows(rows, agent="D(k=2)", value="gamma"), curve)
     assert abs(half.u - 0.5) < 0.1 and half.preferred == "proportional"
     assert abs(two.v - 2) < 0.5 and two.preferred == "constant"
+
+
+@pytest.mark.slow
+def test_paper_fit_of_d_half_on_its_own_records():
+    # Estimator D(g//2) at the paper's depths, on the very records the D curve is simulated on (the
+    # grid and the curve draw the same records of a seed): the paper's method recovers u = 0.47
+    # (round(u*g) = g//2 at every depth for u in (0.4677, 0.5)), reproducing each depth; the
+    # interpolated fit sits near 1/3, pulled there by g = 3 (k = 1 of 3).
+    from gf2env.report.depth_counts import DepthCounts
+    from gf2env.report.fit import PAPER_U_GRID, fit_effective_prefix
+
+    depths = (0, 1, 3, 7, 15, 31)
+    curve = simulate_d_curve(TaskConfig(p=12, d=4, K=32), depths, trials=200, seed=3, progress=False)
+    rows = evaluate(make_agents(["D(g//2)"]), grid_cells(Grid(depths=depths, trials=200, seed=3)), seed=3,
+                    progress=False).rows  # fmt: skip
+    counts = DepthCounts.from_rows(rows, agent="D(g//2)", value="gamma")
+    np.testing.assert_allclose(counts.observed, [curve.table[g][g // 2] for g in depths], rtol=1e-12)
+    paper = fit_effective_prefix(counts, curve, method="paper")
+    assert paper.u == PAPER_U_GRID[47] and paper.preferred == "proportional"
+    np.testing.assert_allclose(paper.predicted_proportional, paper.observed, rtol=1e-12)
+    assert 0.25 < fit_effective_prefix(counts, curve).u < 0.4
 
 
 def test_compare_on_the_papers_reference_file(tmp_path):

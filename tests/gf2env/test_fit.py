@@ -9,13 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gf2env.errors import GF2ConfigError
+from gf2env.errors import GF2ConfigError, RecordFormatError
 from gf2env.report.d_curve import DCurve
 from gf2env.report.depth_counts import DepthCounts
 from gf2env.report.fit import (
+    PAPER_U_GRID,
     binomial_loglik,
     fit_effective_prefix,
     model_probabilities,
+    paper_k,
+    read_fits_csv,
     write_fits_csv,
 )
 
@@ -150,6 +153,104 @@ def test_fit_outputs(tmp_path: Path):
         assert [r["agent"] for r in csv.DictReader(fh)] == ["sim", ""]
     with pytest.raises(GF2ConfigError, match="no fits"):
         write_fits_csv(tmp_path / "none.csv", [])
+
+
+# -------------------------------------------------------------------------------- the paper's method
+
+
+def counts_at_k(ks: dict[int, int], curve: DCurve = CURVE, trials: int = 1000) -> DepthCounts:
+    """Successes exactly ``trials · γ_D(g, k)`` at the given integer ``k`` of each depth."""
+    depths = tuple(sorted(ks))
+    s = np.array([trials * curve.table[g][ks[g]] for g in depths])
+    return DepthCounts(depths=depths, successes=s, trials=np.full(len(depths), trials), agent="D")
+
+
+def test_paper_k_rounds_a_half_to_even_as_the_papers_round():
+    # u = 0.5: g = 1 -> 0.5 -> 0, g = 3 -> 1.5 -> 2, g = 5 -> 2.5 -> 2, g = 7 -> 3.5 -> 4 (half-up
+    # would give 1, 2, 3, 4).
+    assert [int(paper_k(0.5 * g, g)) for g in (1, 3, 5, 7)] == [0, 2, 2, 4]
+    assert int(paper_k(-0.3, 3)) == 0 and int(paper_k(7.0, 3)) == 3  # clamped to [0, g]
+    # The paper's grid and its own expression, int(round(max(0, min(g, u * g)))), agree everywhere.
+    assert PAPER_U_GRID.tolist() == np.linspace(0.0, 1.0, 101).tolist()
+    for g in range(128):
+        ks = paper_k(PAPER_U_GRID * g, g)
+        assert ks.dtype.kind == "i"
+        assert ks.tolist() == [int(round(max(0, min(g, float(u) * g)))) for u in PAPER_U_GRID]
+
+
+def test_paper_method_reads_the_curve_at_integer_k():
+    for u in (0.0, 0.13, 0.5, 0.47, 0.99, 1.0):
+        probs = model_probabilities(CURVE, DEPTHS, "proportional", u, method="paper")
+        assert probs.tolist() == [CURVE.table[g][paper_k(u * g, g)] for g in DEPTHS]
+    for v in (0, 2.5, 3.5, 40):
+        probs = model_probabilities(CURVE, DEPTHS, "constant", v, method="paper")
+        assert probs.tolist() == [CURVE.table[g][paper_k(min(v, g), g)] for g in DEPTHS]
+    fit = fit_effective_prefix(drawn_counts("proportional", 0.3, 500, seed=3), CURVE, method="paper")
+    assert fit.method == "paper" and fit.u in PAPER_U_GRID.tolist() and fit.v == int(fit.v)
+    for g, a, c in zip(DEPTHS, fit.predicted_proportional, fit.predicted_constant, strict=True):
+        assert a == CURVE.table[g][paper_k(fit.u * g, g)]  # an entry of the row: k is an integer
+        assert c == CURVE.table[g][min(int(fit.v), g)]
+
+
+def test_paper_fit_of_d_half_recovers_u_near_one_half():
+    # D(g//2) itself: k = 0, 1, 3, 7, 15 of g = 1, 3, 7, 15, 31. round(u·g) = g//2 at every depth for
+    # u in (0.4677, 0.5): the paper's fit is its first grid point, 0.47, reproducing each depth;
+    # interpolating k = u·g instead is pulled down to about 1/3 by g = 3.
+    counts = counts_at_k({g: g // 2 for g in DEPTHS})
+    paper = fit_effective_prefix(counts, CURVE, method="paper")
+    assert paper.u == PAPER_U_GRID[47] == pytest.approx(0.47) and paper.preferred == "proportional"
+    np.testing.assert_array_equal(paper.predicted_proportional, paper.observed)
+    interpolated = fit_effective_prefix(counts, CURVE)
+    assert interpolated.method == "interpolated" and interpolated.u < 0.4
+
+
+def test_paper_fit_decides_a_half_by_rounding_to_even():
+    # k = round_half_even(0.5 g) at g = 1, 3, 5, 7 is 0, 2, 2, 4: only u = 0.5 gives all four (under
+    # half-up 0.5 gives k = 1 at g = 1, and no u gives all four); interpolation cannot reach them.
+    curve = synthetic_curve((1, 3, 5, 7))
+    even = counts_at_k({1: 0, 3: 2, 5: 2, 7: 4}, curve)
+    paper = fit_effective_prefix(even, curve, method="paper")
+    assert paper.u == 0.5
+    np.testing.assert_array_equal(paper.predicted_proportional, paper.observed)
+    assert abs(fit_effective_prefix(even, curve).u - 0.5) > 0.02
+    # Half-up's k for u = 0.5 (1, 2, 3, 4) is what u = 0.51 gives under half-to-even.
+    up = counts_at_k({1: 1, 3: 2, 5: 3, 7: 4}, curve)
+    assert fit_effective_prefix(up, curve, method="paper").u == PAPER_U_GRID[51]
+
+
+def test_paper_constant_model_takes_integer_v():
+    paper = fit_effective_prefix(counts_at_k({g: min(3, g) for g in DEPTHS}), CURVE, method="paper")
+    assert paper.v == 3.0 and paper.preferred == "constant"
+    # v = 3.4 sits between integers: the paper's fit takes the nearest, 3.
+    near = fit_effective_prefix(exact_counts("constant", 3.4), CURVE, method="paper")
+    assert near.v == 3.0
+    assert fit_effective_prefix(exact_counts("constant", 3.4), CURVE).v == pytest.approx(3.4)
+
+
+def test_method_errors():
+    with pytest.raises(GF2ConfigError, match="method='exact'.*'interpolated', 'paper'"):
+        fit_effective_prefix(exact_counts("proportional", 0.5), CURVE, method="exact")  # type: ignore[arg-type]
+    with pytest.raises(GF2ConfigError, match="method='round'"):
+        model_probabilities(CURVE, DEPTHS, "proportional", 0.5, method="round")  # type: ignore[arg-type]
+
+
+def test_fits_csv_carries_the_method(tmp_path: Path):
+    counts = counts_at_k({g: g // 2 for g in DEPTHS})
+    fits = [fit_effective_prefix(counts, CURVE, method=m) for m in ("interpolated", "paper")]
+    path = tmp_path / "fit.csv"
+    write_fits_csv(path, fits)
+    rows = read_fits_csv(path)
+    assert [(r["agent"], r["method"]) for r in rows] == [("D", "interpolated"), ("D", "paper")]
+    assert rows[1]["u"] == PAPER_U_GRID[47] and rows[0]["u"] == fits[0].u and rows[1]["total_trials"] == 6000
+    assert "paper method" in fits[1].format_table() and "round(u*g)" in fits[1].format_table()
+    old = tmp_path / "old.csv"
+    header = path.read_text().splitlines()[0].split(",")
+    old.write_text(",".join(n for n in header if n != "method") + "\n")
+    with pytest.raises(RecordFormatError, match=r"lacks the columns \['method'\]"):
+        read_fits_csv(old)
+    path.write_text(path.read_text().replace(",paper,", ",exact,"))
+    with pytest.raises(RecordFormatError, match="method='exact'"):
+        read_fits_csv(path)
 
 
 # ------------------------------------------------------------------------------------------- DCurve
