@@ -63,6 +63,18 @@ def _ws(b, i):
     return i
 
 
+@numba.njit(cache=True, inline="always")
+def _next(b, i, close):
+    """After an item of a list or object: (1, offset of the next item) at ``,``, (0, offset after
+    it) at the ``close`` byte, (-1, offset) at anything else."""
+    i = _ws(b, i)
+    if i < b.size and b[i] == 44:
+        return 1, _ws(b, i + 1)
+    if i < b.size and b[i] == close:
+        return 0, i + 1
+    return -1, i
+
+
 @numba.njit(cache=True)
 def _int(b, i):
     """A non-negative integer at ``i``: (value, next offset), or (-1, i) if there is none."""
@@ -126,13 +138,11 @@ def _int_list(b, i, ints, top):
             return -1, i
         ints[top + count] = value
         count += 1
-        i = _ws(b, j)
-        if i < b.size and b[i] == 44:
-            i = _ws(b, i + 1)
-        elif i < b.size and b[i] == 93:
-            return count, i + 1
-        else:
+        more, i = _next(b, j, 93)
+        if more < 0:
             return -1, i
+        if not more:
+            return count, i
 
 
 @numba.njit(cache=True)
@@ -200,14 +210,11 @@ def _scan(b, rec, terms, ints, smp):
                     nt += 1
                     ni += count
                     first = False
-                    i = _ws(b, i2)
-                    if i < b.size and b[i] == 44:
-                        i = _ws(b, i + 1)
-                    elif i < b.size and b[i] == 93:
-                        i += 1
-                        break
-                    else:
+                    more, i = _next(b, i2, 93)
+                    if more < 0:
                         return nr, nt, ni, ns, i
+                    if not more:
+                        break
                 rec[nr, 7] = nt - rec[nr, 6]
             else:  # samples: [{"x": "...", "y": 0|1}, ...]
                 if b[i] != 91:
@@ -248,46 +255,37 @@ def _scan(b, rec, terms, ints, smp):
                                 return nr, nt, ni, ns, i
                             smp[ns, 2] = value
                             i = i2
-                        i = _ws(b, i)
-                        if i < b.size and b[i] == 44:
-                            i = _ws(b, i + 1)
-                        elif i < b.size and b[i] == 125:
-                            i += 1
-                            break
-                        else:
+                        more, i = _next(b, i, 125)
+                        if more < 0:
                             return nr, nt, ni, ns, i
+                        if not more:
+                            break
                     if got != 3:
                         return nr, nt, ni, ns, i
                     ns += 1
-                    i = _ws(b, i)
-                    if i < b.size and b[i] == 44:
-                        i = _ws(b, i + 1)
-                    elif i < b.size and b[i] == 93:
-                        i += 1
-                        break
-                    else:
+                    more, i = _next(b, i, 93)
+                    if more < 0:
                         return nr, nt, ni, ns, i
+                    if not more:
+                        break
                 rec[nr, 11] = ns - rec[nr, 10]
-            i = _ws(b, i)
-            if i < b.size and b[i] == 44:
-                i = _ws(b, i + 1)
-            elif i < b.size and b[i] == 125:
-                i += 1
-                break
-            else:
+            more, i = _next(b, i, 125)
+            if more < 0:
                 return nr, nt, ni, ns, i
+            if not more:
+                break
         if seen & _REQUIRED != _REQUIRED:
             return nr, nt, ni, ns, i
         nr += 1
-        i = _ws(b, i)
         if array:
-            if i < b.size and b[i] == 44:
-                i = _ws(b, i + 1)
-            elif i < b.size and b[i] == 93:
-                i = _ws(b, i + 1)
-                return nr, nt, ni, ns, (-1 if i == b.size else i)
-            else:
+            more, i = _next(b, i, 93)
+            if more < 0:
                 return nr, nt, ni, ns, i
+            if not more:
+                i = _ws(b, i)
+                return nr, nt, ni, ns, (-1 if i == b.size else i)
+        else:
+            i = _ws(b, i)
     return nr, nt, ni, ns, (i if array else -1)
 
 

@@ -18,6 +18,7 @@ from gf2env.record_columns import generate_columns, rank_supports, records_in_fi
 from gf2env.record_files import _read_json_records
 from gf2env.record_scan import scan_records
 from gf2env.records import Record, generate_record, write_records
+from tests.gf2env.test_records_cli import MALFORMED
 from tests.paths import REFERENCE
 
 PAPER_FILE = REFERENCE / "experiments_llm_large_adversarial.json"
@@ -94,14 +95,7 @@ def test_what_the_scanner_does_not_cover_is_read_by_the_general_path(tmp_path, e
 @pytest.mark.parametrize(
     "edit, match",
     [
-        (lambda o: o.pop("target"), "lacks"),
-        (lambda o: o.update(g=5), "prefix has"),
-        (lambda o: o.update(target=[1, 1, 2]), "invalid term"),
-        (lambda o: o["samples"][0].update(x=hex(1 << 80)), "more than"),
-        (lambda o: o["samples"][0].update(y=2), "not 0 or 1"),
-        (lambda o: o["samples"][1].update(x="0x12g4"), "is not a hex string"),
-        (lambda o: o["prefix"][1].__setitem__(0, 99), "invalid term"),
-        (lambda o: o["prefix"][0].append(5), "invalid term"),
+        *MALFORMED,
         (lambda o: o.update(n=2), "need g < n"),
         (lambda o: o["samples"].pop(), None),  # a sample short: a shape of its own, still valid
     ],

@@ -64,25 +64,25 @@ def test_hex_strings_in_any_case_with_or_without_0x_and_leading_zeros_read_alike
         Record.from_json(odd)
 
 
-@pytest.mark.parametrize(
-    "edit, match",
-    [
-        (lambda o: o.pop("target"), "lacks"),
-        (lambda o: o.update(g=5), "prefix has"),
-        (lambda o: o.update(target=[1, 1, 2]), "invalid term"),
-        (lambda o: o["samples"][0].update(x=hex(1 << 80)), "more than"),
-        (lambda o: o["samples"][0].update(y=2), "not 0 or 1"),
-        (lambda o: o["samples"][0].update(y="1"), "not 0 or 1"),
-        (lambda o: o["samples"][1].update(x="0x12g4"), "'0x12g4' is not a hex string"),
-        (lambda o: o["samples"][1].update(x="0x1é"), "is not a hex string"),
-        (lambda o: o["samples"][2].update(x=255), "x=255 is not a hex string"),
-        (lambda o: o["samples"][3].pop("x"), "needs 'x'"),
-        (lambda o: o["samples"][3].update(x=hex((1 << 20) | 1)), "more than n\\+p=20 bits"),
-        (lambda o: o["prefix"][1].__setitem__(0, True), "entry True is not an integer"),
-        (lambda o: o["prefix"][1].__setitem__(0, 99), "invalid term"),
-        (lambda o: o["prefix"][0].append(5), "invalid term"),
-    ],
-)
+MALFORMED = [  # an edit of a valid record, and what the error says (also read from files elsewhere)
+    (lambda o: o.pop("target"), "lacks"),
+    (lambda o: o.update(g=5), "prefix has"),
+    (lambda o: o.update(target=[1, 1, 2]), "invalid term"),
+    (lambda o: o["samples"][0].update(x=hex(1 << 80)), "more than"),
+    (lambda o: o["samples"][0].update(y=2), "not 0 or 1"),
+    (lambda o: o["samples"][0].update(y="1"), "not 0 or 1"),
+    (lambda o: o["samples"][1].update(x="0x12g4"), "'0x12g4' is not a hex string"),
+    (lambda o: o["samples"][1].update(x="0x1é"), "is not a hex string"),
+    (lambda o: o["samples"][2].update(x=255), "x=255 is not a hex string"),
+    (lambda o: o["samples"][3].pop("x"), "needs 'x'"),
+    (lambda o: o["samples"][3].update(x=hex((1 << 20) | 1)), "more than n\\+p=20 bits"),
+    (lambda o: o["prefix"][1].__setitem__(0, True), "entry True is not an integer"),
+    (lambda o: o["prefix"][1].__setitem__(0, 99), "invalid term"),
+    (lambda o: o["prefix"][0].append(5), "invalid term"),
+]
+
+
+@pytest.mark.parametrize("edit, match", MALFORMED)
 def test_malformed_records_are_rejected(edit, match):
     obj = generate_record(TaskConfig(n=8), 2, 0, 0).to_json()
     edit(obj)
