@@ -64,9 +64,10 @@ models: $(VENV)/.dev
 	$(VENV)/bin/gf2 models fetch smollm2-135m-instruct
 
 # The suite needs the real servers and the real model too: vLLM on CPU (its own venv), transformers serve,
-# SmolLM2; GF2_REQUIRE_VLLM, GF2_REQUIRE_BWRAP and GF2_REQUIRE_MODELS make a missing one a failure, not a skip.
+# SmolLM2; GF2_REQUIRE_VLLM, GF2_REQUIRE_BWRAP, GF2_REQUIRE_MODELS and GF2_REQUIRE_EXTRAS (the integrations'
+# extras) make a missing one a failure, not a skip.
 test: lint typecheck $(VENV)/.serve $(VLLM_VENV)/.ready bubblewrap models
-	GF2_REQUIRE_VLLM=1 GF2_REQUIRE_BWRAP=1 GF2_REQUIRE_MODELS=1 $(PY) -m pytest -q
+	GF2_REQUIRE_VLLM=1 GF2_REQUIRE_BWRAP=1 GF2_REQUIRE_MODELS=1 GF2_REQUIRE_EXTRAS=1 $(PY) -m pytest -q
 
 # Style and types are part of the suite: ruff (lint and formatting) and mypy on the packages ([tool.mypy]).
 lint: $(VENV)/.dev

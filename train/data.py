@@ -9,7 +9,6 @@ holds what TRL needs (``prompt``: chat messages) and what the rewards read (``ta
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,8 @@ import numpy as np
 
 from gf2env.records import Record, generate_record
 from gf2env.settings import TaskSettings
-from gf2env.text.prompt import check_prompt_id, render_prompt
+from gf2env.text.prompt import check_prompt_id
+from gf2env.text.rows import prompt_row
 from train.curriculum import Curriculum
 
 
@@ -35,28 +35,6 @@ class TaskSpec(TaskSettings):
 
     def record(self, g: int, index: int, seed: int) -> Record:
         return generate_record(self.at_depth(g), g, index, seed)
-
-
-def prompt_row(record: Record, prompt_id: str, tools: bool = False) -> dict[str, Any]:
-    """One dataset row for a record: chat prompt, reward columns, depth and the record's JSON.
-
-    With ``tools`` the user message is left empty: the tool environment's ``reset`` appends the step
-    (and the tool instructions) to it."""
-    prompt = render_prompt(
-        prompt_id, record.prefix, record.address, record.payload, record.labels,
-        n=record.n, p=record.p, d=record.d,
-    )  # fmt: skip
-    messages = prompt.messages()
-    if tools:
-        messages[-1] = {"role": "user", "content": ""}
-    return {
-        "prompt": messages,
-        "target": list(record.target),
-        "p": record.p,
-        "answer_offset": prompt.answer_offset,
-        "g": record.g,
-        "record": json.dumps(record.to_json()),
-    }
 
 
 def prompt_stream(

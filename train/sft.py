@@ -26,8 +26,9 @@ from gf2env.combinatorics import unrank_support
 from gf2env.errors import GF2ConfigError
 from gf2env.posterior import StepBatch
 from gf2env.records import Record
+from gf2env.text.rows import prompt_row
 from train.config import TrainConfig, config_from_args, run_parser
-from train.data import TaskSpec, prompt_row
+from train.data import TaskSpec
 from train.gamma import GammaCallback
 from train.grpo import cpu_defaults, load_policy
 from train.tool_solvers import DILIGENT_SOLVER
