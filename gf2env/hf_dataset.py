@@ -131,12 +131,15 @@ class DatasetSpec:
         return g + 1 if self.n is None else self.n
 
 
+SIZE_CATEGORIES = ("n<1K", "1K<n<10K", "10K<n<100K", "100K<n<1M", "1M<n<10M", "10M<n<100M", "100M<n<1B")
+
+
 def size_category(rows: int) -> str:
-    """The Hugging Face size category of a dataset of ``rows`` rows."""
-    for bound, name in ((10**3, "n<1K"), (10**4, "1K<n<10K"), (10**5, "10K<n<100K"), (10**6, "100K<n<1M")):
-        if rows < bound:
+    """The Hugging Face size category of a dataset of ``rows`` rows (each bucket a factor of 10)."""
+    for power, name in enumerate(SIZE_CATEGORIES, start=3):
+        if rows < 10**power:
             return name
-    return "1M<n<10M" if rows < 10**7 else "n>10M"
+    raise GF2ConfigError(f"{rows} rows is more than a dataset folder is written for (under 1B); split it.")
 
 
 def _arrow_schema(pa: Any) -> Any:
@@ -355,9 +358,9 @@ from datasets import load_dataset
 from gf2env.text.answers import score_answer
 
 ds = load_dataset("{out}")
-row = ds["{first.name}"][0]
-reply = "...\\\\boxed{{[...]}}"  # a model's reply to row["prompt"]
-score_answer(reply, row["target"], row["p"], row["answer_offset"]).correct
+row = ds["{first.name}"][0]  # row["prompt"]: the chat messages; a model's reply is graded so:
+reply = "\\\\boxed{{[" + ", ".join(str(i + row["answer_offset"]) for i in row["target"]) + "]}}"
+assert score_answer(reply, row["target"], row["p"], row["answer_offset"]).correct
 ```
 
 ## What it does not hold

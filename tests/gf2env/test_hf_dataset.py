@@ -16,7 +16,7 @@ import yaml
 
 from gf2env.datasets import register
 from gf2env.errors import GF2ConfigError
-from gf2env.hf_dataset import COLUMNS, DatasetSpec, Split, split_seed, write_dataset_folder
+from gf2env.hf_dataset import COLUMNS, DatasetSpec, Split, size_category, split_seed, write_dataset_folder
 from gf2env.oracle import TaskConfig
 from gf2env.record_files import read_records
 from gf2env.records import generate_record
@@ -153,6 +153,24 @@ def test_the_cards_commands_rebuild_the_folder_and_each_split_as_a_records_file(
     assert run.returncode == 0, run.stderr
     from_file = [r.to_json() for r in read_records(tmp_path / "test.json")]
     assert from_file == [json.loads(row["record"]) for row in expected_rows("test")]
+
+
+def test_the_cards_python_example_runs(folder, tmp_path):
+    require_extra("datasets", "datasets")
+    code = re.search(r"```python\n(.*?)```", (folder / "README.md").read_text(), flags=re.DOTALL)
+    assert code is not None and "load_dataset(" in code.group(1) and "score_answer(" in code.group(1)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_DATASETS_CACHE": str(tmp_path / "cache")}
+    run = subprocess.run([sys.executable, "-c", code.group(1)], capture_output=True, text=True, env=env,
+                         timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+
+
+def test_size_categories_are_the_hubs_buckets():
+    assert [size_category(n) for n in (0, 999, 1000, 99_999, 100_000, 10**8)] == [
+        "n<1K", "n<1K", "1K<n<10K", "10K<n<100K", "100K<n<1M", "100M<n<1B"
+    ]  # fmt: skip
+    with pytest.raises(GF2ConfigError, match="under 1B"):
+        size_category(10**9)
 
 
 def test_gf2_commands_read_a_split_as_records(folder, tmp_path):
