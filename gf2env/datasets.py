@@ -1,5 +1,6 @@
 """Datasets of records: the paper's presets and ``gf2 generate``, which writes them as the paper's
-JSON, JSON Lines or Parquet (:mod:`gf2env.record_columns`), drawn a depth at a time in batches.
+JSON, JSON Lines or Parquet (:mod:`gf2env.record_columns`), drawn a depth at a time in batches, or
+as a Hugging Face dataset folder of prompt rows with splits and a card (:mod:`gf2env.hf_dataset`).
 
 Record ``trial`` at depth ``g`` is a pure function of ``(seed, g, trial)``
 (:func:`gf2env.records.generate_record`), so a dataset is reproducible from its command line.
@@ -17,10 +18,12 @@ from tqdm import tqdm
 
 from gf2env.cli import int_list, n_arg
 from gf2env.errors import GF2ConfigError
+from gf2env.hf_dataset import DatasetSpec, Split, parse_splits, split_seed, write_dataset_folder
 from gf2env.oracle import SAMPLING_MODES
 from gf2env.record_columns import generate_columns
 from gf2env.record_parquet import PARQUET_SUFFIXES, write_parquet
 from gf2env.settings import PER_DEPTH, TaskSettings
+from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise GF2ConfigError(
             f"depths {too_deep} need more than n={n} terms (or are negative); pass --n g+1 or a larger --n."
         )
-    fmt = args.format or ("parquet" if Path(args.out).suffix.lower() in PARQUET_SUFFIXES else "json")
+    fmt = output_format(args.format, args.out, args.splits, args.prompt)
+    if fmt == "hf":
+        return _write_folder(args, settings, depths, n, trials)
     bar = tqdm(total=len(depths) * trials, desc="records", unit="rec", disable=args.quiet)
     groups = []
     for g in depths:
@@ -91,12 +96,59 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def output_format(fmt: str | None, out: str, splits: str | None, prompt: str | None) -> str:
+    """What ``gf2 generate`` writes: ``json``, ``jsonl`` or ``parquet`` (one records file), or ``hf``
+    (a dataset folder). ``--format parquet`` with an ``--out`` ending in ``.parquet``/``.pq`` is a
+    records file, with any other ``--out`` the dataset folder (whose splits are Parquet); ``--splits``
+    and ``--prompt`` shape a folder and are an error with a records file."""
+    parquet_name = Path(out).suffix.lower() in PARQUET_SUFFIXES
+    folder_flags = [flag for flag, value in (("--splits", splits), ("--prompt", prompt)) if value is not None]
+    if fmt is None:
+        fmt = "parquet" if parquet_name else ("hf" if folder_flags else "json")
+    if fmt == "parquet" and not parquet_name:
+        fmt = "hf"
+    if fmt != "hf" and folder_flags:
+        raise GF2ConfigError(
+            f"{' and '.join(folder_flags)} shape a dataset folder, but --format {fmt} --out {out} writes one "
+            "records file; pass --format hf and a folder --out (no .parquet suffix), or drop them."
+        )
+    return fmt
+
+
+def _write_folder(
+    args: argparse.Namespace, task: TaskSettings, depths: tuple[int, ...], n: int | None, trials: int
+) -> int:
+    """``gf2 generate --format hf``: the dataset folder (without ``--splits``, one ``train`` split of
+    ``--trials`` records a depth)."""
+    if args.splits is not None and args.trials is not None:
+        raise GF2ConfigError(
+            f"--trials {args.trials} and --splits {args.splits} both size the dataset; with --splits, give "
+            "each split its records a depth there (e.g. --splits train=1000,test=200) and drop --trials."
+        )
+    if args.splits is not None:
+        splits = parse_splits(args.splits, args.seed)
+    else:
+        splits = (Split("train", trials, split_seed(args.seed, "train")),)
+    spec = DatasetSpec(
+        task=task, depths=tuple(depths), n=n, splits=splits, prompt_id=args.prompt or PAPER_PROMPT_ID,
+        seed=args.seed,
+    )  # fmt: skip
+    total = sum(s.trials for s in splits) * len(depths)
+    with tqdm(total=total, desc="rows", unit="row", disable=args.quiet) as bar:
+        sizes = write_dataset_folder(args.out, spec, progress=bar.update)
+    counts = ", ".join(f"{name}: {rows}" for name, rows in sizes.items())
+    print(f"wrote {sum(sizes.values())} rows ({counts}) and a dataset card to {args.out}", file=sys.stderr)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """``gf2 generate``."""
-    gen = sub.add_parser("generate", help="write a dataset of records in the paper's JSON format")
+    gen = sub.add_parser(
+        "generate", help="write a dataset of records (the paper's JSON, JSONL, Parquet) or a dataset folder"
+    )
     gen.add_argument("--preset", choices=sorted(PRESETS), help="a paper grid (overridable below)")
     gen.add_argument("--depths", type=int_list, help="comma-separated depths, e.g. 0,1,3,7")
-    gen.add_argument("--trials", type=int, help="records a depth")
+    gen.add_argument("--trials", type=int, help="records a depth (a folder without --splits: its train)")
     gen.add_argument("--n", type=n_arg, help="terms an instance, or 'g+1' (default: the preset's)")
     gen.add_argument("--p", type=int)
     gen.add_argument("--d", type=int)
@@ -106,11 +158,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument(
         "--format",
-        choices=("json", "jsonl", "parquet"),
+        choices=("json", "jsonl", "parquet", "hf"),
         help="json (the paper's array; default), jsonl, or parquet (columnar, needs pyarrow; default for "
-        "an --out ending in .parquet); every command reads all three",
+        "an --out ending in .parquet): one records file, which every command reads. hf: a dataset folder "
+        "for datasets.load_dataset (prompt rows in Parquet splits and a dataset card), also what "
+        "parquet writes to an --out without the .parquet suffix",
     )
-    gen.add_argument("--out", required=True, help="output file")
+    gen.add_argument(
+        "--splits",
+        help="a folder's splits, name=N (N records a depth, the seed derived from --seed and the name) "
+        "or name=N@SEED, e.g. train=1000,test=200 (default: train=--trials)",
+    )
+    gen.add_argument(
+        "--prompt",
+        help=f"a folder's prompt rendering: {', '.join(PROMPT_IDS)} (default {PAPER_PROMPT_ID}, as gf2 eval)",
+    )
+    gen.add_argument("--out", required=True, help="output file, or the dataset folder (--format hf)")
     gen.add_argument("--quiet", action="store_true", help="no progress bar")
     gen.set_defaults(func=cmd_generate)
 

@@ -4,7 +4,9 @@
 compiled scanner (:mod:`gf2env.record_scan`), every check done on whole arrays; a file the
 scanner's plain form does not cover (escapes, floats, unknown keys) or that fails a check is read by
 the general path (:meth:`gf2env.records.Record.from_json`), which raises the error naming the
-record and field. Parquet files (:mod:`gf2env.record_parquet`) are told by their suffix.
+record and field. Parquet files (:mod:`gf2env.record_parquet`) are told by their suffix; a dataset
+folder's split (:mod:`gf2env.hf_dataset`: its ``data/<split>.parquet``, or the folder when it has one
+split) is read from its ``record`` column, the records' JSON, by the same scanner.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from gf2env.combinatorics import MAX_PAYLOAD_BITS
 from gf2env.errors import RecordFormatError
+from gf2env.hf_dataset import split_records_json
 from gf2env.record_columns import RecordColumns, columns_from_records, records_in_file_order, shapes
 from gf2env.record_parquet import PARQUET_SUFFIXES, read_parquet
 from gf2env.record_scan import decode_hex, scan_records
@@ -24,12 +27,14 @@ from gf2env.records import Record
 
 
 def read_record_columns(path: str | Path) -> list[RecordColumns]:
-    """A records file (JSON array, JSON Lines or Parquet) as columns, one entry a shape, in the
-    order each shape first appears."""
+    """A records file (JSON array, JSON Lines or Parquet) or a dataset split as columns, one entry a
+    shape, in the order each shape first appears."""
     path = Path(path)
-    if path.suffix.lower() in PARQUET_SUFFIXES:
+    data = split_records_json(path)
+    if data is None and path.suffix.lower() in PARQUET_SUFFIXES:
         return read_parquet(path)
-    data = path.read_bytes()
+    if data is None:
+        data = path.read_bytes()
     scanned, _ = scan_records(data)
     groups = None if scanned is None else _columns_from_scan(data, scanned)
     if groups is None:  # the general path: reads what the scanner does not cover, or names the error
@@ -99,6 +104,6 @@ def _columns_from_scan(data: bytes, s: Any) -> list[RecordColumns] | None:
 
 
 def read_records(path: str | Path) -> list[Record]:
-    """Read a records file (the paper's JSON array, JSON Lines or Parquet) as :class:`Record`
-    objects in file order."""
+    """Read a records file (the paper's JSON array, JSON Lines or Parquet) or a dataset split as
+    :class:`Record` objects in file order."""
     return records_in_file_order(read_record_columns(path))

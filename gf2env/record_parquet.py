@@ -21,13 +21,14 @@ from gf2env.record_columns import RecordColumns, shapes
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
-def _pyarrow() -> Any:
+def require_pyarrow() -> Any:
+    """``(pyarrow, pyarrow.parquet)``, or the error naming the install."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise GF2ConfigError(
-            "Parquet records need pyarrow: pip install 'gf2env[parquet]' (or pip install pyarrow)."
+            "Parquet files need pyarrow: pip install 'gf2env[parquet]' (or pip install pyarrow)."
         ) from None
     return pa, pq
 
@@ -47,7 +48,7 @@ def _binaries(pa: Any, values: np.ndarray, rows: int, width: int) -> Any:
 
 def write_parquet(path: str | Path, groups: Sequence[RecordColumns]) -> int:
     """Write columns as a Parquet file, one row a record, in file order; returns the rows written."""
-    pa, pq = _pyarrow()
+    pa, pq = require_pyarrow()
     tables = []
     for c in groups:
         R, K = c.R, c.K
@@ -79,7 +80,7 @@ def write_parquet(path: str | Path, groups: Sequence[RecordColumns]) -> int:
 
 
 def read_parquet(path: Path) -> list[RecordColumns]:
-    pa, pq = _pyarrow()
+    pa, pq = require_pyarrow()
     try:
         table = pq.read_table(str(path))
     except (OSError, pa.ArrowInvalid) as err:
