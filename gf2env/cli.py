@@ -20,7 +20,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from gf2env.errors import GF2ConfigError
+from gf2env.errors import GF2ConfigError, InconsistentEvidenceError, RecordFormatError
 from gf2env.settings import PER_DEPTH
 
 # Each module has ``register(subparsers)``, adding its commands with ``set_defaults(func=...)``.
@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
-    except GF2ConfigError as err:
+    except (GF2ConfigError, RecordFormatError, InconsistentEvidenceError) as err:
         parser.exit(2, f"gf2: error: {err}\n")
         return 2  # pragma: no cover
 

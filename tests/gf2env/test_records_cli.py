@@ -124,6 +124,16 @@ def test_cli_reports_bad_configs_without_a_traceback(tmp_path):
     assert proc.returncode == 2 and "w=1" in proc.stderr
 
 
+def test_cli_reports_a_malformed_records_file_without_a_traceback(tmp_path):
+    obj = generate_record(TaskConfig(n=8), 2, 0, 0).to_json()
+    obj["samples"][0]["y"] = 2
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([obj]))
+    proc = run_cli("compare", "--records", str(bad), "--agents", "A", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "not 0 or 1" in proc.stderr and "Record 0" in proc.stderr
+
+
 def test_cli_demo_prints_reward_per_depth():
     proc = run_cli("demo", "--episodes", "3", "--n", "8", "--quiet")
     assert proc.returncode == 0, proc.stderr
