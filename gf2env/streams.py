@@ -169,5 +169,5 @@ def make_stream(name: str, config: TaskConfig, num_envs: int, kernel: str = "num
     if name == "generator":
         return GeneratorStream(config, num_envs)
     raise GF2ConfigError(
-        f"stream={name!r} is unknown; pass 'philox' (GF2Recon-v1) or 'generator' (GF2Recon-v1's stream)."
+        f"stream={name!r} is unknown; pass 'philox' (GF2Recon-v1) or 'generator' (GF2Recon-v0's stream)."
     )
