@@ -332,3 +332,65 @@ def test_command_line_rejects_bad_env_arguments(oe, capsys, words, message):
         main(["--env", "GF2Recon-v1", "--port", str(free_port()), *words])
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------- TRL drives a server
+TRL_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+    from trl.chat_template_utils import qwen3_chat_template
+    from gf2env.integrations.openenv.trl_tools import GF2ReconTextTools
+
+    model_dir, base_url, out = sys.argv[1:4]
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.chat_template = qwen3_chat_template  # a template TRL parses tool calls from
+    rows = [{"prompt": [{"role": "user", "content": "Find the next term."}], "seed": s} for s in (21, 22)]
+    args = GRPOConfig(
+        output_dir=out, max_steps=1, per_device_train_batch_size=2, num_generations=2,
+        max_completion_length=24, report_to="none", logging_steps=1, use_cpu=True, bf16=False, seed=0,
+    )
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(model_dir),
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        environment_factory=lambda: GF2ReconTextTools(base_url),
+    )
+    trainer.train()
+    states = [env._client.state().model_dump() for env in trainer.environments]
+    logged = [row for row in trainer.state.log_history if "rewards/GF2ReconTextTools/mean" in row]
+    print("RESULT " + json.dumps({"states": states, "logged": logged}))
+    """
+)
+
+
+def test_trl_grpo_trains_against_a_served_text_env(oe, tmp_path):
+    """TRL's GRPOTrainer with ``environment_factory``: each rollout's env is a session on the server,
+    reset with its row's seed; the env's reward is logged under its class name. The plumbing is the
+    point, so the policy is the 1.3 MB tiny model (train.tiny_lm), not a pretrained one."""
+    require_extra("trl", "train")
+    from train.tiny_lm import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "tiny")
+    server = start_server("GF2ReconText-v1", "prompt_id=compact-v1", "p=6", "d=3", "n=3", "K=8")
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", TRL_SCRIPT, str(model), server.base_url, str(tmp_path / "out")],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "PYTHONPATH": str(REPO), "TRL_EXPERIMENTAL_SILENCE": "1"},
+        )
+        assert run.returncode == 0, run.stderr[-4000:]
+        result = json.loads(run.stdout.split("RESULT ", 1)[1])
+        assert server.alive()
+    finally:
+        server.stop()
+    assert len(result["states"]) == 2  # one instance, one server session, per rollout
+    for state in result["states"]:
+        assert state["env_id"] == "GF2ReconText-v1" and state["seed"] in (21, 22) and state["episode_id"]
+        assert state["env_kwargs"]["prompt_id"] == "compact-v1"
+    assert len(result["logged"]) == 1
