@@ -323,6 +323,7 @@ def test_server_survives_a_client_killed_mid_episode(oe):
         (["q=3"], "unexpected keyword argument 'q'"),
         (["p=8", "p=9"], "p is given twice"),
         (["p"], "not key=value"),
+        (["--max-sessions", "0"], "max_sessions=0"),
     ],
 )
 def test_command_line_rejects_bad_env_arguments(oe, capsys, words, message):

@@ -48,9 +48,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_MAX_SESSIONS,
         help=f"concurrent WebSocket sessions, one env each (default {DEFAULT_MAX_SESSIONS})",
     )
-    parser.add_argument(
-        "--session-timeout", type=float, default=None, help="close a session idle this many seconds"
-    )
     parser.add_argument("--log-level", default="warning", help="uvicorn's log level (default warning)")
     parser.add_argument("env_kwargs", nargs="*", metavar="key=value", help="gym.make arguments, e.g. p=8 d=3")
     return parser
@@ -66,7 +63,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             host=args.host,
             port=args.port,
             max_sessions=args.max_sessions,
-            session_timeout=args.session_timeout,
             log_level=args.log_level,
         )
     except GF2ConfigError as err:

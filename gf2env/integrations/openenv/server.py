@@ -3,8 +3,8 @@
 Each WebSocket session (one client) gets its own env, made with ``gym.make(env_id, **env_kwargs)``
 exactly as in-process, so a seeded episode through the server is the in-process episode. Sessions
 are independent (``SUPPORTS_CONCURRENT_SESSIONS``), up to ``max_sessions`` at once; a session ends,
-and its env is closed, when its client disconnects (cleanly or not) or, with ``session_timeout``,
-after that many idle seconds.
+and its env is closed, when its client disconnects, cleanly or not (a peer that vanishes without
+closing its socket is dropped by uvicorn's WebSocket ping, after about 40 s by default).
 
 An env error (a bad action, a step after the end, unknown reset fields) does not end the session: OpenEnv
 answers it with an error frame whose message is ``"<ExceptionName>: <message>"`` (:class:`ServedError`),
@@ -223,26 +223,19 @@ def make_app(
     env_kwargs: Mapping[str, Any] | None = None,
     *,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
-    session_timeout: float | None = None,
 ) -> FastAPI:
     """OpenEnv's FastAPI app serving ``env_id`` (its arguments checked now, by making the env once)."""
     env_kwargs = dict(env_kwargs or {})
     cls = environment_class(env_id)
     if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
         raise GF2ConfigError(f"max_sessions={max_sessions!r} is not an integer >= 1.")
-    if session_timeout is not None and not session_timeout > 0:
-        raise GF2ConfigError(
-            f"session_timeout={session_timeout!r} is not > 0 seconds; pass None for no timeout."
-        )
     cls(env_id, env_kwargs).close()
     return create_app(
         functools.partial(cls, env_id, env_kwargs),
         cls.action_cls,
         cls.observation_cls,
         env_name=env_id,
-        concurrency_config=ConcurrencyConfig(
-            max_concurrent_envs=max_sessions, session_timeout=session_timeout
-        ),
+        concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions),
     )
 
 
@@ -253,13 +246,12 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
-    session_timeout: float | None = None,
     log_level: str = "warning",
 ) -> None:
     """Serve ``env_id`` on ``host:port`` until interrupted (uvicorn)."""
     import uvicorn
 
-    app = make_app(env_id, env_kwargs, max_sessions=max_sessions, session_timeout=session_timeout)
+    app = make_app(env_id, env_kwargs, max_sessions=max_sessions)
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
