@@ -258,6 +258,11 @@ def test_error_frames_on_the_wire(oe, servers):
         urllib.request.urlopen(request, timeout=10)
     assert err.value.code == 422
     assert urllib.request.urlopen(base + "/health", timeout=5).status == 200
+    with urllib.request.urlopen(base + "/schema", timeout=10) as resp:  # the models' JSON Schemas
+        schema = json.load(resp)
+    assert schema["action"]["properties"]["action"]["anyOf"][0] == {"type": "integer"}
+    fields = schema["observation"]["properties"].keys()
+    assert {"prefix", "labels", "terminated", "truncated", "info"} <= fields
 
 
 # ----------------------------------------------------------------- (c) a client that vanishes
@@ -280,6 +285,7 @@ def test_server_survives_a_client_killed_mid_episode(oe):
     env_id = "GF2Recon-v1"
     server = start_server(env_id, "--max-sessions", "1", *ARGS)
     try:
+        assert f"serving {env_id} {KWARGS} at {server.base_url}" in server.log_tail()
         child = subprocess.Popen(
             [sys.executable, "-c", CLIENT_SCRIPT, server.base_url],
             stdout=subprocess.PIPE,
@@ -313,6 +319,13 @@ def test_server_survives_a_client_killed_mid_episode(oe):
         assert server.alive()
     finally:
         server.stop()
+
+
+def test_without_openenv_the_import_names_the_extra():
+    hide = "import sys; sys.modules['openenv'] = None; import gf2env.integrations.openenv"
+    run = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0
+    assert "MissingExtraError" in run.stderr and "pip install -e '.[openenv]'" in run.stderr
 
 
 # ----------------------------------------------------------------- the command line

@@ -252,6 +252,8 @@ def serve(
     import uvicorn
 
     app = make_app(env_id, env_kwargs, max_sessions=max_sessions)
+    where = f"http://{host}:{port} (WebSocket /ws, GET /health)"
+    print(f"serving {env_id} {dict(env_kwargs or {})} at {where}", flush=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
