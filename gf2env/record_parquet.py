@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from gf2env.combinatorics import MAX_PAYLOAD_BITS
-from gf2env.errors import GF2ConfigError, RecordFormatError
+from gf2env.errors import GF2ConfigError, MissingExtraError, RecordFormatError
 from gf2env.record_columns import RecordColumns, shapes
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -27,8 +27,8 @@ def require_pyarrow() -> Any:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        raise GF2ConfigError(
-            "Parquet files need pyarrow: pip install 'gf2env[parquet]' (or pip install pyarrow)."
+        raise MissingExtraError(
+            "Parquet files need pyarrow: pip install -e '.[parquet]' (or pip install pyarrow)."
         ) from None
     return pa, pq
 
