@@ -17,3 +17,7 @@ class RecordFormatError(ValueError):
 
 class InconsistentEvidenceError(ValueError):
     """A step's samples contradict its prefix: no candidate next term explains them."""
+
+
+class MissingExtraError(ImportError):
+    """An optional integration whose library is not installed; the message names the extra to install."""
