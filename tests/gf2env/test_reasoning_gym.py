@@ -82,6 +82,17 @@ def test_items_are_per_index_deterministic() -> None:
         rg.create_dataset("gf2_recon", size=5, seed=11)[-1]
 
 
+def test_reasoning_gyms_endless_wrapper_reseeds_chunk_by_chunk() -> None:
+    from reasoning_gym.dataset import ReseedingDataset
+
+    data = rg.create_dataset("gf2_recon", size=3, seed=40, p=8, d=3)
+    endless = iter(ReseedingDataset(data, chunk_size=2))
+    items = [next(endless) for _ in range(5)]
+    assert items[:2] == [data[0], data[1]]
+    assert items[2:4] == list(rg.create_dataset("gf2_recon", size=2, seed=41, p=8, d=3))
+    assert items[4]["metadata"]["seed"] == 42 and endless.score_answer(items[4]["answer"], items[4]) == 1.0
+
+
 def test_a_dataset_without_a_seed_draws_one_and_records_it() -> None:
     data = rg.create_dataset("gf2_recon", size=2)
     item = data[1]
