@@ -7,6 +7,7 @@ and are checked against the records and rows gf2env makes for the documented ``(
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -250,3 +251,54 @@ def test_without_reasoning_gym_the_import_names_the_extra() -> None:
     )
     assert out.returncode == 1
     assert "MissingExtraError" in out.stderr and "pip install -e '.[reasoning-gym]'" in out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    importlib.util.find_spec("uvicorn") is None or importlib.util.find_spec("fastapi") is None,
+    reason="transformers serve needs transformers[serving] (make test installs it)",
+)
+def test_reasoning_gyms_eval_loop_against_a_real_model(tmp_path, smollm2) -> None:
+    """What reasoning-gym's evaluation does with a dataset: each question as the user message after its
+    default system prompt to an OpenAI-compatible server, ``extract_answer`` on the reply, then
+    ``score_answer``; here through a curriculum experiment, whose score board groups the scores by g."""
+    import urllib.request
+
+    from reasoning_gym.coaching.curriculum_config import CurriculumAttributeConfig, CurriculumExperimentConfig
+    from reasoning_gym.coaching.experiment import CurriculumExperiment
+    from reasoning_gym.utils import SYSTEM_PROMPTS, extract_answer
+
+    from tests.servers import start_transformers_server
+
+    config = CurriculumExperimentConfig(curricula={"gf2_recon": CurriculumAttributeConfig({"depths": 1})})
+    experiment = CurriculumExperiment("gf2", config, size=3, seed=0)
+    experiment.composite.update_dataset_config("gf2_recon", {"p": 6, "d": 3, "K": 8, "seed": 0})
+    with start_transformers_server(smollm2, log_path=tmp_path / "serve.log") as server:
+        replies = []
+        for i in range(3):
+            entry = experiment.get_dataset_entry(i)
+            messages = [
+                {"role": "system", "content": SYSTEM_PROMPTS["default"]},
+                {"role": "user", "content": entry["question"]},
+            ]
+            body = {"model": server.model, "messages": messages, "max_tokens": 48, "temperature": 0.0}
+            req = urllib.request.Request(
+                server.base_url + "/v1/chat/completions", json.dumps(body).encode(),
+                {"Content-Type": "application/json"},
+            )  # fmt: skip
+            with urllib.request.urlopen(req, timeout=120) as resp:
+                assert resp.status == 200
+                reply = json.load(resp)["choices"][0]["message"]["content"]
+            answer = extract_answer(reply)
+            score = experiment.score_answer_with_id(answer, entry["metadata"]["entry_id"])
+            meta = entry["metadata"]
+            expected = (
+                answer is not None and score_answer(answer, meta["target"], 6, meta["answer_offset"]).correct
+            )
+            assert score == float(expected)
+            replies.append((meta["g"], reply, score))
+    print(replies)  # what the model wrote, for the record
+    groups = experiment.score_board.aggregate()["gf2_recon"]
+    assert groups.total_scores == 3
+    by_g = {dict(key)["g"]: values for key, values in groups.scores.items()}
+    assert sorted(g for g, values in by_g.items() for _ in values) == sorted(g for g, _, _ in replies)
