@@ -13,7 +13,8 @@ module is imported (it has no entry points or plugin discovery), so importing th
 Item ``i`` is a pure function of ``(seed, i)``: its depth ``g`` is
 :func:`gf2env.records.mixed_depth` ``(seed, i, depths)`` and its record is
 :func:`gf2env.records.generate_record` ``(config, g, i, seed)`` with ``n`` terms (``g + 1`` by
-default), the record ``gf2 generate`` and the training prompts give for the same ``(seed, g, i)``.
+default): the record ``gf2 generate`` writes for depth ``g``, trial ``i`` (with the default ``n``,
+also prompt ``i`` of the training stream, :func:`train.data.prompt_stream`, with that seed).
 The item is that record's :func:`gf2env.text.rows.prompt_row`: ``question`` is the user message
 (a reasoning-gym item is one string; the prompt's system message, if any, is in
 ``metadata["system_prompt"]``), ``answer`` the correct ``\\boxed{[...]}`` in the prompt's
@@ -133,7 +134,7 @@ class GF2ReconDataset(ProceduralDataset):
                     "sampling": config.sampling,
                     "w": config.w,
                     "n": config.n,
-                },  # fmt: skip
+                },
                 "difficulty": {"g": g},
             },
         }
