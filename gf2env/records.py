@@ -8,7 +8,7 @@ A record is ``{"exp", "n", "p", "d_max", "g", "prefix", "target", "samples"}``; 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -198,6 +198,12 @@ def write_records(path: str | Path, records: Iterable[Record]) -> int:
 def record_rng(seed: int, g: int, trial: int) -> np.random.Generator:
     """The generator of record ``trial`` at depth ``g``: a pure function of (seed, g, trial)."""
     return np.random.default_rng([seed, g, trial])
+
+
+def mixed_depth(seed: int, index: int, depths: Sequence[int]) -> int:
+    """The depth of item ``index`` of a stream mixing ``depths`` (one drawn uniformly): a pure function
+    of ``(seed, index, depths)``. The training prompts and the reasoning-gym items draw depths this way."""
+    return int(depths[int(np.random.default_rng([seed, index]).integers(len(depths)))])
 
 
 def generate_record(config: TaskConfig, g: int, trial: int, seed: int, n: int | None = None) -> Record:

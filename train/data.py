@@ -1,8 +1,8 @@
 """Training prompts drawn from the environment: a stream that follows a depth curriculum.
 
 Prompt ``i`` of a run is a pure function of ``(seed, i)``: its depth is drawn from the curriculum's
-active depths with a generator keyed by ``(seed, i)``, and its record is
-``generate_record(config, g, i, seed)`` (the same records ``gf2 generate`` would write). Each row
+active depths with a generator keyed by ``(seed, i)`` (:func:`gf2env.records.mixed_depth`), and its
+record is ``generate_record(config, g, i, seed)`` (the same records ``gf2 generate`` would write). Each row
 holds what TRL needs (``prompt``: chat messages) and what the rewards read (``target``, ``p``,
 ``answer_offset``) plus ``g`` and the record's JSON (``record``: the tool environment's input).
 """
@@ -13,9 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from gf2env.records import Record, generate_record
+from gf2env.records import Record, generate_record, mixed_depth
 from gf2env.settings import TaskSettings
 from gf2env.text.prompt import check_prompt_id
 from gf2env.text.rows import prompt_row
@@ -43,8 +41,7 @@ def prompt_stream(
     """Rows ``start, start + 1, ...`` forever, each at a depth the curriculum allows when it is made."""
     index = start
     while True:
-        depths = curriculum.depths()
-        g = int(depths[np.random.default_rng([seed, index]).integers(len(depths))])
+        g = mixed_depth(seed, index, curriculum.depths())
         yield prompt_row(task.record(g, index, seed), task.prompt_id, tools)
         index += 1
 

@@ -26,6 +26,7 @@ from gf2env.combinatorics import unrank_support
 from gf2env.errors import GF2ConfigError
 from gf2env.posterior import StepBatch
 from gf2env.records import Record
+from gf2env.text.answers import boxed_answer
 from gf2env.text.rows import prompt_row
 from train.config import TrainConfig, config_from_args, run_parser
 from train.data import TaskSpec
@@ -44,7 +45,7 @@ def residual_positives(record: Record) -> int:
 
 def teacher_completion(record: Record, answer: Sequence[int], offset: int, tools: bool) -> str:
     """The teacher's reply for ``record`` whose answer (payload indices) is ``answer``."""
-    boxed = "\\boxed{[" + ", ".join(str(i + offset) for i in answer) + "]}"
+    boxed = boxed_answer(answer, offset)
     if tools:
         return f"```python\n{DILIGENT_SOLVER}```"
     positives = residual_positives(record)

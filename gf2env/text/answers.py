@@ -294,6 +294,12 @@ def extract_answer(text: str) -> Extraction:
     return Extraction(answer, mode, failure, candidates, removed, items)
 
 
+def boxed_answer(indices: Sequence[int], offset: int = 0) -> str:
+    """The canonical strict answer ``\\boxed{[i1, i2, ...]}`` naming ``indices`` (payload indices, in the
+    order given) in a prompt's numbering: each index plus ``offset`` (the prompt's answer offset)."""
+    return "\\boxed{[" + ", ".join(str(int(i) + offset) for i in indices) + "]}"
+
+
 def score_answer(text: str, target: Sequence[int], p: int, n: int, *, stopped_by: str | None = None) -> Score:
     """Grade a reply against the next term ``target`` (payload indices); answers carry offset ``n``.
 
@@ -317,6 +323,7 @@ __all__ = [
     "Extraction",
     "Score",
     "Verdict",
+    "boxed_answer",
     "extract_answer",
     "parse_index_list",
     "score_answer",
