@@ -17,3 +17,7 @@ class RecordFormatError(ValueError):
 
 class InconsistentEvidenceError(ValueError):
     """A step's samples contradict its prefix: no candidate next term explains them."""
+
+
+class MissingExtraError(GF2ConfigError):
+    """An optional extra's library is not installed; the message names ``pip install -e '.[extra]'``."""
