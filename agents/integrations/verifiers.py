@@ -79,7 +79,7 @@ class GF2ToolsetConfig(vf.ToolsetConfig):
 
 
 class GF2TaskConfig(vf.TaskConfig):
-    """A task's knobs: ``tools`` is set from the taskset's ``tools``; ``python`` is the tool's sandbox."""
+    """A task's knobs: ``tools`` follows the taskset's ``tools``; ``python`` is the tool's sandbox."""
 
     tools: bool = False
     python: GF2ToolsetConfig = GF2ToolsetConfig()
@@ -112,10 +112,11 @@ class GF2PythonToolset(vf.Toolset[GF2ToolsetConfig]):
         """Refuse to serve where the sandbox cannot run (no bubblewrap and no explicit opt-out)."""
         self.sandbox = Sandbox(tool_protocol("gf2env").limits, isolation=self.config.isolation)
 
-    async def setup_task(self, task: GF2Task) -> None:
-        """The rollout's record, as tool mode shows it to code: its public view and the answer offset."""
-        record = Record.from_json(json.loads(task.data.record))
-        self.view = {**record_view(record), "answer_offset": task.data.answer_offset}
+    async def setup_task(self, data: GF2Data) -> None:
+        """The rollout's record (verifiers hands the task's data over its state channel), as tool mode
+        shows it to code: its public view and the answer offset."""
+        record = Record.from_json(json.loads(data.record))
+        self.view = {**record_view(record), "answer_offset": data.answer_offset}
         self.calls = 0
 
     @vf.tool
@@ -194,6 +195,8 @@ class GF2TasksetConfig(vf.TasksetConfig):
         self.settings()  # gf2env's checks and messages
         if self.trials < 1:
             raise GF2ConfigError(f"trials={self.trials} is less than the minimum 1; pass trials >= 1.")
+        self.tools = self.tools or self.task.tools  # either flag serves the tool; both then say so
+        self.task = self.task.model_copy(update={"tools": self.tools})
         return self
 
     def settings(self) -> TaskSettings:
@@ -206,11 +209,10 @@ class GF2Taskset(vf.Taskset[GF2Task, GF2TasksetConfig]):
     def load(self) -> Any:
         config = self.config
         settings = config.settings()
-        task_config = config.task.model_copy(update={"tools": config.tools})
         for g in config.depths:
             for trial in range(config.trials):
                 record = generate_record(settings.at_depth(g), g, trial, config.seed)
-                yield GF2Task(self.task_data(record, trial), task_config)
+                yield GF2Task(self.task_data(record, trial), config.task)
 
     def task_data(self, record: Record, trial: int) -> GF2Data:
         """The task data of ``record``: its prompt row, the tool's description added with ``tools``."""

@@ -14,7 +14,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,15 @@ def probe(python: Path, command: str, job: dict[str, Any]) -> dict[str, Any]:
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout)
+
+
+def cli_flags(prefix: str, settings: dict[str, Any]) -> list[str]:
+    """``--prefix.key value`` pairs as verifiers' CLI reads them (lists as compact JSON)."""
+    flags = []
+    for key, value in settings.items():
+        text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+        flags += [f"--{prefix}.{key.replace('_', '-')}", text]
+    return flags
 
 
 def records(
@@ -173,8 +184,7 @@ def test_vf_eval_against_vllm_equals_gf2_eval_on_the_same_records(vf_python, vll
     the same prompts, the same greedy replies token for token, the same grades and the same γ."""
     server = vllm_server
     t0 = time.monotonic()
-    taskset = [x for k, v in E2E.items() for x in (f"--env.taskset.{k}", json.dumps(v).replace(" ", ""))]
-    sampling = [x for k, v in SAMPLING.items() for x in (f"--sampling.{k.replace('_', '-')}", str(v))]
+    taskset, sampling = cli_flags("env.taskset", E2E), cli_flags("sampling", SAMPLING)
     cmd = [str(vf_python.parent / "vf-eval"), "gf2-recon", "-m", server.model,
            "--client.base-url", f"{server.base_url}/v1", "--client.api-key-var", "GF2_NO_API_KEY",
            "--env.agent.runtime.type", "subprocess", *taskset, *sampling,
@@ -227,3 +237,99 @@ def test_vf_eval_against_vllm_equals_gf2_eval_on_the_same_records(vf_python, vll
     assert vf_gamma == gf2_gamma
     gammas = {g: sum(v) / len(v) for g, v in sorted(vf_gamma.items())}
     print(f"\nγ by depth, vf-eval = gf2 eval: {gammas}; vf-eval took {vf_seconds:.1f} s")
+
+
+# --- the tool env through vf-eval: verifiers starts the tool server, the code runs in the sandbox ---
+
+SOLVER = """
+import itertools, os
+rows = [([int(c) for c in s['payload']], s['y']) for s in samples]
+terms = itertools.combinations(range(p), d - 1)
+fits = [c for c in terms if all(y == int(all(v[i] for i in c)) for v, y in rows)]
+print(os.getuid(), sorted(record), len(fits))
+print('\\\\boxed{' + str([i + record['answer_offset'] for i in fits[0]]) + '}')
+"""
+
+
+class ScriptedModel(ThreadingHTTPServer):
+    """A stand-in for the model (the part under test is the tool path, not a model's skill): its first
+    turn calls ``run_python`` with :data:`SOLVER`, its second repeats the tool's output as its reply.
+    Streams OpenAI chat-completion chunks, as verifiers' chat harness asks for."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), ScriptedTurn)
+        self.requests: list[dict[str, Any]] = []
+
+
+class ScriptedTurn(BaseHTTPRequestHandler):
+    server: ScriptedModel
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append(body)
+        tool_results = [m for m in body["messages"] if m["role"] == "tool"]
+        if tool_results:
+            content = tool_results[-1]["content"]
+            text = content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+            delta, finish = {"role": "assistant", "content": text}, "stop"
+        else:
+            function = {"name": "run_python", "arguments": json.dumps({"code": SOLVER})}
+            call = {"index": 0, "id": "call_0", "type": "function", "function": function}
+            delta, finish = {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+        head = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": body["model"]}
+        chunks = [
+            {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+            {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
+            {**head, "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}},
+        ]
+        payload = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+def test_vf_eval_with_tools_runs_the_models_code_in_the_sandbox(vf_python, tmp_path):
+    from agents.sandbox import detect_isolation
+
+    if not detect_isolation().get("bwrap"):
+        if os.environ.get("GF2_REQUIRE_BWRAP"):
+            pytest.fail("GF2_REQUIRE_BWRAP is set but bubblewrap cannot run here")
+        pytest.skip("bubblewrap cannot run here (apt-get install -y bubblewrap)")
+    model = ScriptedModel()
+    threading.Thread(target=model.serve_forever, daemon=True).start()
+    taskset = {**SMALL, "depths": [0], "trials": 2, "tools": True}
+    try:
+        flags = cli_flags("env.taskset", taskset)
+        cmd = [str(vf_python.parent / "vf-eval"), "gf2-recon", "-m", "scripted",
+               "--client.base-url", f"http://127.0.0.1:{model.server_address[1]}/v1",
+               "--client.api-key-var", "GF2_NO_API_KEY", "--env.agent.runtime.type", "subprocess", *flags,
+               "--no-push", "--no-rich", "-o", str(tmp_path), "--run.name", "tools"]  # fmt: skip
+        run = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=600, env=vf_env(vf_python), cwd=tmp_path
+        )
+    finally:
+        model.shutdown()
+        model.server_close()
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    episodes = [json.loads(line) for line in (tmp_path / "tools" / "traces.jsonl").read_text().splitlines()]
+    recs = records(**taskset)
+    assert len(episodes) == len(recs) == 2 and len(model.requests) == 4
+    assert all(r["tools"][0]["function"]["name"] == "run_python" for r in model.requests)
+    for episode in episodes:
+        (trace,) = episode["traces"]
+        assert episode["ok"] and not episode["errors"], episode["errors"]
+        rec = recs[trace["task"]["data"]["id"]]
+        (tool,) = [node["message"] for node in trace["nodes"] if node["message"]["role"] == "tool"]
+        output = tool["content"] if isinstance(tool["content"], str) else tool["content"][0]["text"]
+        assert output.startswith("exit code 0 (exited")
+        assert "65534 ['K', 'answer_offset', 'd', 'g', 'n'" in output  # nobody, in the jail, on the view
+        reply = [node["message"].get("content") for node in trace["nodes"] if node["sampled"]][-1]
+        assert reply == output  # the stand-in's last turn: the sandbox's output, graded by gf2env's scorer
+        want = score_answer(reply, rec.target, rec.p, 0)
+        assert trace["rewards"]["correct"]["score"] == float(want.correct)
+        assert trace["metrics"][f"failure_{want.failure.value}"] == 1.0

@@ -68,7 +68,7 @@ async def tool(job: dict[str, Any]) -> dict[str, Any]:
     task = next(iter(env.taskset))
     (toolset,) = task.toolsets(task.config)
     await toolset.setup()
-    await toolset.setup_task(task)
+    await toolset.setup_task(task.data)  # what verifiers' tool server is handed
     server = MCPServer("gf2")
     toolset.register(server)
     tools = await server.list_tools()
