@@ -84,6 +84,20 @@ def records(
     }
 
 
+def test_without_verifiers_the_module_names_the_extra():
+    """The main venv has no verifiers (it pins openai<3): importing the door says what to install."""
+    import importlib.util
+
+    if importlib.util.find_spec("verifiers") is not None:
+        pytest.skip("verifiers is importable here")
+    from gf2env.errors import MissingExtraError
+
+    for module in ("agents.integrations.verifiers", "gf2_recon"):
+        sys.modules.pop(module, None)
+        with pytest.raises(MissingExtraError, match=r"pip install -e '\.\[verifiers\]'"):
+            importlib.import_module(module)
+
+
 def test_the_taskset_loads_by_its_id_and_its_reward_is_gf2envs_scorer(vf_python):
     recs = records(**SMALL)
     rows = {name: prompt_row(rec, SMALL["prompt"]) for name, rec in recs.items()}
