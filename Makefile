@@ -40,14 +40,16 @@ $(VLLM_VENV)/.ready:
 	$(VLLM_VENV)/bin/python -c "import torch, vllm.entrypoints.openai.api_server; print('vllm', vllm.__version__, 'torch', torch.__version__)"
 	touch $@
 
-# --- verifiers (the environments library of Prime Intellect), in its own virtualenv ---
-# verifiers 0.4.0 pins openai<3 and mcp==2.0.0 (the main venv has openai 3) and needs Python >= 3.11, hence a
-# venv of its own; it pulls no torch. gf2env goes in editable with the `verifiers` extra, so that `vf-eval gf2-recon`
-# finds the taskset; the tests run it with the repo on PYTHONPATH. About 150 MB of downloads.
+# --- verifiers (Prime Intellect's environments library), in its own virtualenv ---
+# verifiers 0.4.0 needs Python >= 3.11 (VF_PYTHON) and pins openai<3 and mcp==2.0.0 (the main venv has openai 3),
+# hence a venv of its own; it pulls no torch. gf2env goes in editable with the `verifiers` extra (which adds uv:
+# verifiers runs its chat loop as a uv script, whose dependencies uv fetches once), so that `vf-eval gf2-recon`
+# finds the taskset; the tests run it with the repo on PYTHONPATH. About 1.1 GB on disk.
 VF_VENV ?= $(VENV)-verifiers
+VF_PYTHON ?= $(PYTHON)
 
 $(VF_VENV)/.ready: pyproject.toml
-	$(PYTHON) -m venv $(VF_VENV)
+	$(VF_PYTHON) -m venv $(VF_VENV)
 	$(VF_VENV)/bin/python -m pip install -q --upgrade pip
 	$(VF_VENV)/bin/python -m pip install -q -e '.[verifiers]'
 	$(VF_VENV)/bin/python -c "import verifiers, gf2_recon; print('verifiers', verifiers.__version__)"
