@@ -21,3 +21,13 @@ class InconsistentEvidenceError(ValueError):
 
 class MissingExtraError(GF2ConfigError):
     """An optional extra's library is not installed; the message names ``pip install -e '.[extra]'``."""
+
+
+class EnvServerError(RuntimeError):
+    """An environment server answered with an error that is not a bad action or a bad configuration.
+
+    ``code`` is the server's error code (OpenEnv's ``CAPACITY_REACHED``, ``EXECUTION_ERROR``, ...)."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
