@@ -40,6 +40,21 @@ $(VLLM_VENV)/.ready:
 	$(VLLM_VENV)/bin/python -c "import torch, vllm.entrypoints.openai.api_server; print('vllm', vllm.__version__, 'torch', torch.__version__)"
 	touch $@
 
+# --- verifiers (Prime Intellect's environments library), in its own virtualenv ---
+# verifiers 0.4.0 needs Python >= 3.11 (VF_PYTHON) and pins openai<3 and mcp==2.0.0 (the main venv has openai 3),
+# hence a venv of its own; it pulls no torch. gf2env goes in editable with the `verifiers` extra (which adds uv:
+# verifiers runs its chat loop as a uv script, whose dependencies uv fetches once), so that `vf-eval gf2-recon`
+# finds the taskset; the tests run it with the repo on PYTHONPATH. About 1.1 GB on disk.
+VF_VENV ?= $(VENV)-verifiers
+VF_PYTHON ?= $(PYTHON)
+
+$(VF_VENV)/.ready: pyproject.toml
+	$(VF_PYTHON) -m venv $(VF_VENV)
+	$(VF_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VF_VENV)/bin/python -m pip install -q -e '.[verifiers]'
+	$(VF_VENV)/bin/python -c "import verifiers, gf2_recon; print('verifiers', verifiers.__version__)"
+	touch $@
+
 # `transformers serve` (the lighter second server; ignores n and logprobs) needs the serving extra in
 # the main venv: fastapi, uvicorn, openai, accelerate, no other torch.
 $(VENV)/.serve: $(VENV)/.dev
@@ -66,7 +81,7 @@ models: $(VENV)/.dev
 # The suite needs the real servers and the real model too: vLLM on CPU (its own venv), transformers serve,
 # SmolLM2; GF2_REQUIRE_VLLM, GF2_REQUIRE_BWRAP, GF2_REQUIRE_MODELS and GF2_REQUIRE_EXTRAS (the integrations'
 # extras) make a missing one a failure, not a skip.
-test: lint typecheck $(VENV)/.serve $(VLLM_VENV)/.ready bubblewrap models
+test: lint typecheck $(VENV)/.serve $(VLLM_VENV)/.ready $(VF_VENV)/.ready bubblewrap models
 	GF2_REQUIRE_VLLM=1 GF2_REQUIRE_BWRAP=1 GF2_REQUIRE_MODELS=1 GF2_REQUIRE_EXTRAS=1 $(PY) -m pytest -q
 
 # Style and types are part of the suite: ruff (lint and formatting) and mypy on the packages ([tool.mypy]).
@@ -82,4 +97,4 @@ bench: $(VENV)/.core
 	$(PY) bench/bench_estimators.py
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV)
+	rm -rf $(VENV) $(VLLM_VENV) $(VF_VENV)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.llm.tool_mode import FEEDBACK_CHARS
+from agents.llm.tool_mode import run_report
 from agents.sandbox import Sandbox, record_view
 from gf2env.errors import GF2ConfigError
 from gf2env.oracle import TaskConfig
@@ -43,10 +43,6 @@ def tool_call_instructions(answer_offset: int) -> str:
         "term, call submit(indices) once with its indices in the prompt's numbering; the first submission "
         "is final."
     )
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= FEEDBACK_CHARS else text[:FEEDBACK_CHARS] + "\n[... cut]"
 
 
 class GF2ToolEnvironment:
@@ -126,14 +122,7 @@ class GF2ToolEnvironment:
         if self.tool_calls >= self.max_tool_calls:
             return f"No runs left: this rollout has used all {self.max_tool_calls} of them. Call submit."
         self.tool_calls += 1
-        result = self.sandbox.run(code, {**record_view(rec), "answer_offset": prompt.answer_offset})
-        out = f"exit code {result.exit_code} ({result.stop_reason}, {result.wall_s:.2f} s)\n"
-        out += f"stdout:\n{_clip(result.stdout)}"
-        if result.stdout_truncated:
-            out += "\n(stdout was cut at the sandbox's output limit)"
-        if result.stderr:
-            out += f"\nstderr:\n{_clip(result.stderr)}"
-        return out
+        return run_report(self.sandbox.run(code, {**record_view(rec), "answer_offset": prompt.answer_offset}))
 
     def submit(self, indices: list[int]) -> str:
         """Submit the next term of the circuit. Only the first submission counts.

@@ -137,6 +137,18 @@ def _clip(text: str, limit: int = FEEDBACK_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters]"
 
 
+def run_report(result: Any) -> str:
+    """A sandbox run as a tool call's return value (tool-calling APIs: TRL's tool environment, the
+    verifiers toolset): exit status, stop reason, time, then stdout and stderr, each clipped."""
+    out = f"exit code {result.exit_code} ({result.stop_reason}, {result.wall_s:.2f} s)\n"
+    out += f"stdout:\n{_clip(result.stdout)}"
+    if result.stdout_truncated:
+        out += "\n(stdout was cut at the sandbox's output limit)"
+    if result.stderr:
+        out += f"\nstderr:\n{_clip(result.stderr)}"
+    return out
+
+
 def _turns_left(left: int) -> str:
     return f"{left} more repl{'ies' if left != 1 else 'y'} allowed"
 
@@ -622,6 +634,7 @@ __all__ = [
     "has_answer",
     "paper_tool_usage",
     "retry_message",
+    "run_report",
     "run_tool_episodes",
     "start_episode",
     "tool_instructions",
