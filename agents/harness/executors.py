@@ -98,6 +98,19 @@ def _import_ray() -> Any:
     return ray
 
 
+def _connect(ray: Any, address: str) -> None:
+    """Join the cluster at ``address``, or say what to check."""
+    try:
+        ray.init(address=address, log_to_driver=False)
+    except ConnectionError as err:
+        raise GF2ConfigError(
+            f"No Ray cluster answered at address={address!r} ({err}). Start one there (ray start --head "
+            "--port 6379) and pass the address it prints. A cluster with token authentication (ray start "
+            "turns it on where ~/.ray/auth_token exists) also needs RAY_AUTH_MODE=token here, and the "
+            "same token in ~/.ray/auth_token or RAY_AUTH_TOKEN."
+        ) from None
+
+
 @lru_cache(maxsize=8)
 def _sb3_agent(spec: SB3Spec) -> SB3Agent:
     """A worker's SB3 agent of a checkpoint, loaded once per worker process."""
@@ -146,7 +159,7 @@ class RayExecutor:
             if self.address is None:  # a Ray of this run's own, not one that happens to be running here
                 ray.init(address="local", include_dashboard=False, log_to_driver=False)
             else:
-                ray.init(address=self.address, log_to_driver=False)
+                _connect(ray, self.address)
         try:
             yield from self._answers(ray, agents, cells, seed, bar)
         finally:
