@@ -41,18 +41,8 @@ from gf2env.report.plots import write_figures
 from gf2env.report.results import format_summary, summarize, write_results_csv, write_summary_csv
 from gf2env.settings import PER_DEPTH, check_keys, dataclass_from_mapping, read_yaml_mapping
 
-_TOP_KEYS = {
-    "agents",
-    "grid",
-    "records",
-    "out",
-    "level",
-    "plots",
-    "fit",
-    "description",
-    "executor",
-    "address",
-}
+_TOP_KEYS = {"agents", "grid", "records", "out", "level", "plots", "fit", "description",
+             "executor", "address"}  # fmt: skip
 _GRID_TUPLES = {"depths": int, "p": int, "d": int, "K": int, "sampling": str}
 
 
