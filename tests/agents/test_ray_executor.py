@@ -22,7 +22,9 @@ from pathlib import Path
 import pytest
 
 from agents.harness.compare import load_config
-from agents.harness.executors import ExecutorSpec
+from agents.harness.evaluate import evaluate, make_agents
+from agents.harness.executors import ExecutorSpec, RayExecutor
+from agents.harness.grid import Grid, grid_cells
 from gf2env.errors import GF2ConfigError
 from tests.extras import require_extra
 from tests.paths import REPO as ROOT
@@ -158,6 +160,22 @@ def test_llm_and_sb3_agents_beside_ray_tasks_give_the_local_rows(cluster, server
     # The LLM's queries went from the driver, each run from its own log (its out folder).
     local_log = (tmp_path / "local" / "queries.jsonl").read_text().splitlines()
     assert len((tmp_path / "ray" / "queries.jsonl").read_text().splitlines()) == len(local_log) > 0
+
+
+def test_in_process_with_a_local_ray_of_its_own(monkeypatch):
+    """No address: the executor starts a Ray of its own (no token: this test's choice) and stops it;
+    the rows, skips included, are the local executor's, however few cells are in flight at once."""
+    ray = require_extra("ray", "ray")
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # no ~/.ray/auth_token written by the test
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    agents = make_agents(["A", "B-exact", "D(g//2)"])
+    grid = Grid(depths=(0, 1, 3, 5), trials=30, p=(8, 12), seed=7)
+    local = evaluate(agents, grid_cells(grid), seed=7, progress=False)
+    remote = evaluate(agents, grid_cells(grid), seed=7, progress=False, executor=RayExecutor(window=2))
+    assert not ray.is_initialized()  # it stopped the Ray it started
+    assert remote.rows == local.rows and remote.skipped == local.skipped and local.skipped
+    skips = sum(len(cases) for cases in local.skipped.values())  # B-exact past its limit (g = 5, p = 12)
+    assert len(local.rows) == 30 * (3 * 8 - skips)
 
 
 @pytest.mark.parametrize(
