@@ -18,7 +18,7 @@ $(VENV)/.core: pyproject.toml
 # torch is installed on its own, first, so that nothing downloads a CUDA build in its place.
 $(VENV)/.dev: $(VENV)/.core
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e '.[dev,sb3,llm,hf,train,models,datasets,openenv,reasoning-gym]'
+	$(PIP) install -q -e '.[dev,sb3,llm,hf,train,models,datasets,openenv,reasoning-gym,ray]'
 	touch $@
 
 # --- vLLM on CPU, in its own virtualenv, for the real-server tests (tests/servers.py) ---

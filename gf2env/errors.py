@@ -7,6 +7,10 @@ class GF2ConfigError(ValueError):
     """An invalid task configuration (p, d, n, K, w, sampling mode, step mode, ...)."""
 
 
+class MissingExtraError(GF2ConfigError):
+    """An optional extra's library is not installed; the message names ``pip install -e '.[extra]'``."""
+
+
 class InvalidActionError(ValueError):
     """An action that is not in the action space, or an index set that is not a term."""
 
@@ -17,10 +21,6 @@ class RecordFormatError(ValueError):
 
 class InconsistentEvidenceError(ValueError):
     """A step's samples contradict its prefix: no candidate next term explains them."""
-
-
-class MissingExtraError(GF2ConfigError):
-    """An optional extra's library is not installed; the message names ``pip install -e '.[extra]'``."""
 
 
 class EnvServerError(RuntimeError):

@@ -41,6 +41,13 @@ def add_grid_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--no-fit", action="store_true", help="skip the effective-prefix fit")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--executor",
+        help="where the cells run: local (default, this process) or ray (Ray tasks)",
+    )
+    parser.add_argument(
+        "--address", help="with --executor ray: the cluster, e.g. auto or HOST:6379 (default: a local Ray)"
+    )
 
 
 def compare_config(
@@ -52,6 +59,7 @@ def compare_config(
 ) -> CompareConfig:
     """The comparison the grid flags describe, over ``base`` (a config file's) or ``default_grid``."""
     from agents.harness.compare import CompareConfig
+    from agents.harness.executors import ExecutorSpec
     from agents.harness.grid import Grid
 
     given = {k: getattr(args, k) for k in GRID_FLAGS if getattr(args, k) is not None}
@@ -72,6 +80,9 @@ def compare_config(
         )
     elif records is not None and given:
         raise GF2ConfigError(f"--records evaluates the file's own settings; drop {sorted(given)}.")
+    run_on = base.executor if base else ExecutorSpec()
+    kind = args.executor or run_on.kind
+    address = args.address or (run_on.address if kind == run_on.kind else None)
     return CompareConfig(
         agents=agents,
         grid=grid,
@@ -80,6 +91,7 @@ def compare_config(
         level=args.level if args.level is not None else (base.level if base else 0.95),
         plots=(base.plots if base else True) and not args.no_plots,
         fit=(base.fit if base else True) and not args.no_fit,
+        executor=ExecutorSpec(kind, address),
     )
 
 

@@ -11,6 +11,8 @@ A comparison is described by a YAML file (``configs/*.yaml``) or the same keys o
     out: results/paper-estimators
     level: 0.95          # Jeffreys interval level
     plots: true
+    executor: local      # or ray: one Ray task per cell × agent (agents.harness.executors)
+    address: auto        # ray only: the cluster (auto, HOST:6379, ray://HOST:10001); none: a local Ray
 
 :func:`run_compare` writes ``results.csv`` (one row per agent × record), ``summary.csv`` (per agent
 and setting, with Jeffreys intervals) and the figures that the settings support into ``out``; LLM
@@ -27,6 +29,7 @@ from typing import Any
 import yaml
 
 from agents.harness.evaluate import Evaluation, evaluate, make_agents
+from agents.harness.executors import ExecutorSpec
 from agents.harness.grid import Grid, column_cells, grid_cells
 from agents.llm.agent import LLMAgent, LLMSpec
 from agents.llm.query_log import QueryLog
@@ -38,7 +41,8 @@ from gf2env.report.plots import write_figures
 from gf2env.report.results import format_summary, summarize, write_results_csv, write_summary_csv
 from gf2env.settings import PER_DEPTH, check_keys, dataclass_from_mapping, read_yaml_mapping
 
-_TOP_KEYS = {"agents", "grid", "records", "out", "level", "plots", "fit", "description"}
+_TOP_KEYS = {"agents", "grid", "records", "out", "level", "plots", "fit", "description",
+             "executor", "address"}  # fmt: skip
 _GRID_TUPLES = {"depths": int, "p": int, "d": int, "K": int, "sampling": str}
 
 
@@ -58,6 +62,7 @@ class CompareConfig:
     plots: bool = True
     fit: bool = True
     description: str = ""
+    executor: ExecutorSpec = ExecutorSpec()  # where the cells are answered (here, or Ray tasks)
 
     def __post_init__(self) -> None:
         if not self.agents:
@@ -166,7 +171,7 @@ def config_from_mapping(obj: Any, path: Path) -> CompareConfig:
     agents = obj.get("agents", [])
     if not isinstance(agents, list):
         raise GF2ConfigError(f"{path}: agents must be a list, e.g. [A, B, C]; got {agents!r}.")
-    records = obj.get("records")
+    records, address = obj.get("records"), obj.get("address")
     return CompareConfig(
         agents=tuple(agent_from_config(a, path) for a in agents),
         grid=grid_from_mapping(obj["grid"], f"{path}: grid") if "grid" in obj else None,
@@ -176,6 +181,7 @@ def config_from_mapping(obj: Any, path: Path) -> CompareConfig:
         plots=bool(obj.get("plots", True)),
         fit=bool(obj.get("fit", True)),
         description=str(obj.get("description", "")),
+        executor=ExecutorSpec(str(obj.get("executor", "local")), None if address is None else str(address)),
     )
 
 
@@ -210,7 +216,8 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
         groups = read_record_columns(config.records)
         total = sum(group.R for group in groups)
         cells, seed = column_cells(groups, config.records.name), 0
-    evaluation = evaluate(agents, cells, seed=seed, total=total, progress=progress)
+    executor = config.executor.executor()
+    evaluation = evaluate(agents, cells, seed=seed, total=total, progress=progress, executor=executor)
     notes = [line for a in agents if isinstance(a, LLMAgent) for line in a.report()]
     paper_usage: list[dict[str, Any]] = []
     if any(isinstance(a, LLMAgent) and a.spec.tools for a in agents):

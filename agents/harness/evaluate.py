@@ -1,7 +1,8 @@
 """Run agents over the cells of a grid or a records file (:mod:`agents.harness.grid`) and collect rows.
 
 :func:`evaluate` feeds each :class:`~gf2env.posterior.StepBatch` to every agent and returns one
-row per agent × record (``gf2env.report.results.RESULT_COLUMNS``); an agent that asks ahead (an
+row per agent × record (``gf2env.report.results.RESULT_COLUMNS``), wherever its executor
+(:mod:`agents.harness.executors`) answers the cells; an agent that asks ahead (an
 LLM) first gets every cell it supports, so its queries at all depths are in flight together. An
 agent that cannot run at a setting (the exact data-only posterior past its depth limit) is skipped
 there and the skip is reported.
@@ -9,7 +10,6 @@ there and the skip is reported.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from agents.base import Agent, AsksAhead, Cell
 from agents.estimators import make_estimator
+from agents.harness.executors import Executor, LocalExecutor, Skipped
 from agents.llm.agent import LLMAgent, LLMSpec
 from agents.llm.query_log import QueryLog
 from agents.sb3_agent import SB3Spec
@@ -41,21 +42,17 @@ class Evaluation:
         ]
 
 
-def agent_rng(seed: int, agent: str, cell: Cell) -> np.random.Generator:
-    """The tie-breaking generator of ``agent`` on a cell: fixed by the seed, agent and setting."""
-    b = cell.batch
-    key = zlib.crc32(f"{agent}|{cell.source}|{cell.sampling}|{b.p}|{b.d}|{b.K}|{b.g}".encode())
-    return np.random.default_rng([seed, key])
-
-
 def evaluate(
     agents: Sequence[Agent],
     cells: Iterable[Cell],
     seed: int = 0,
     total: int | None = None,
     progress: bool = True,
+    executor: Executor | None = None,
 ) -> Evaluation:
-    """Every agent on every cell: one row per agent × record (``gf2env.report.results.RESULT_COLUMNS``)."""
+    """Every agent on every cell: one row per agent × record (``gf2env.report.results.RESULT_COLUMNS``),
+    in cell order, then agent order. ``executor`` says where the cells are answered (default: here,
+    one after another); the rows are the same whichever runs them."""
     out = Evaluation()
     ahead = [agent for agent in agents if isinstance(agent, AsksAhead)]
     if ahead:
@@ -65,17 +62,14 @@ def evaluate(
             [c for c in cells if early.supports(c.batch.p, c.batch.d, c.batch.K, c.batch.g)], progress
         )
     bar = tqdm(total=total, unit="rec", desc="records", disable=not progress)
-    for cell in cells:
+    for cell, answers in (executor or LocalExecutor()).answers(agents, cells, seed, bar):
         b = cell.batch
-        for agent in agents:
-            if not agent.supports(b.p, b.d, b.K, b.g):
-                try:
-                    agent.check(b.p, b.d, b.K, b.g)
-                except GF2ConfigError as err:
+        for agent, est in zip(agents, answers, strict=True):
+            if isinstance(est, Skipped):
+                if est.why is not None:
                     setting = f"{cell.source}, p={b.p} d={b.d} K={b.K} {cell.sampling}"
-                    out.skipped.setdefault((agent.name, setting), []).append((b.g, str(err)))
+                    out.skipped.setdefault((agent.name, setting), []).append((b.g, est.why))
                 continue
-            est = agent.answer(cell, agent_rng(seed, agent.name, cell))
             assert est.gamma is not None and b.target is not None
             correct = est.action == b.target
             for i in range(b.R):
@@ -100,7 +94,6 @@ def evaluate(
                         "num_candidates": b.num_candidates,
                     }
                 )
-        bar.update(b.R)
     bar.close()
     return out
 
@@ -130,7 +123,6 @@ def make_agents(specs: Sequence[str | LLMSpec | SB3Spec], log: QueryLog | None =
 
 __all__ = [
     "Evaluation",
-    "agent_rng",
     "evaluate",
     "make_agents",
 ]
