@@ -212,7 +212,10 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
     else:
         assert config.records is not None
         if not config.records.exists():
-            raise GF2ConfigError(f"Records file {config.records} does not exist.")
+            raise GF2ConfigError(
+                f"The records file {config.records} does not exist (relative paths are read from the "
+                "working directory); fix the path, or write one with gf2 generate."
+            )
         groups = read_record_columns(config.records)
         total = sum(group.R for group in groups)
         cells, seed = column_cells(groups, config.records.name), 0

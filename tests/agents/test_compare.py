@@ -218,3 +218,37 @@ def test_d_curve_is_estimator_d_on_the_same_records():
     for k in range(4):
         estimate = Partial(KnownTerms(count=k)).evaluate(batch, np.random.default_rng(0))
         assert np.array_equal(d_gamma(batch, k), estimate.gamma)
+
+
+def _small_records(path: Path, p: int = 6, trials: int = 5) -> list:
+    from gf2env.records import generate_record, write_records
+
+    config = TaskConfig(p=p, d=3, n=4, K=12)
+    records = [generate_record(config, g, t, 0) for g in (0, 2) for t in range(trials)]
+    write_records(path, records)
+    return records
+
+
+def test_a_configs_records_key_is_evaluated_and_a_missing_file_is_refused(tmp_path):
+    _small_records(tmp_path / "recs.json")
+    config = tmp_path / "on-file.yaml"
+    recs, out = tmp_path / "recs.json", tmp_path / "out"
+    config.write_text(f"agents: [A]\nrecords: {recs}\nout: {out}\nfit: false\n")
+    run = gf2("compare", "--config", str(config), "--quiet", "--no-plots")
+    assert run.returncode == 0, run.stderr
+    rows = read_results_csv(tmp_path / "out" / "results.csv")
+    assert len(rows) == 10 and {r["p"] for r in rows} == {6}  # the file's 10 records, not a default grid
+    # Relative paths in a config are read from the working directory, like out: and sb3 path:.
+    config.write_text("agents: [A]\nrecords: recs.json\nout: out2\nfit: false\n")
+    assert gf2("compare", "--config", str(config), "--quiet", "--no-plots", cwd=tmp_path).returncode == 0
+    assert len(read_results_csv(tmp_path / "out2" / "results.csv")) == 10
+    config.write_text(f"agents: [A]\nrecords: {tmp_path / 'nope.json'}\nout: {tmp_path / 'out3'}\n")
+    for cmd in ("compare", "eval"):
+        run = gf2(cmd, "--config", str(config), "--quiet")
+        assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
+        assert f"The records file {tmp_path / 'nope.json'} does not exist" in run.stderr, run.stderr
+    assert not (tmp_path / "out3").exists()
+    # A config's records and grid flags do not mix (the flags would be ignored).
+    config.write_text(f"agents: [A]\nrecords: {tmp_path / 'recs.json'}\nout: {tmp_path / 'out4'}\n")
+    run = gf2("compare", "--config", str(config), "--depths", "0,1", "--quiet")
+    assert run.returncode != 0 and "drop ['depths']" in run.stderr, run.stderr
