@@ -39,7 +39,7 @@ from gf2env.record_files import read_record_columns
 from gf2env.report.fit import METHODS, EffectivePrefixFit, fit_agents, write_fits_csv
 from gf2env.report.plots import write_figures
 from gf2env.report.results import format_summary, summarize, write_results_csv, write_summary_csv
-from gf2env.settings import PER_DEPTH, check_keys, dataclass_from_mapping, read_yaml_mapping
+from gf2env.settings import PER_DEPTH, check_bools, check_keys, dataclass_from_mapping, read_yaml_mapping
 
 _TOP_KEYS = {"agents", "grid", "records", "out", "level", "plots", "fit", "description",
              "executor", "address"}  # fmt: skip
@@ -168,6 +168,7 @@ def config_from_mapping(obj: Any, path: Path) -> CompareConfig:
     if not isinstance(obj, dict):
         raise GF2ConfigError(f"{path} does not hold a mapping of keys (agents, grid, out, ...).")
     check_keys(obj, _TOP_KEYS, str(path))
+    check_bools(CompareConfig, obj, str(path))
     agents = obj.get("agents", [])
     if not isinstance(agents, list):
         raise GF2ConfigError(f"{path}: agents must be a list, e.g. [A, B, C]; got {agents!r}.")
@@ -178,8 +179,8 @@ def config_from_mapping(obj: Any, path: Path) -> CompareConfig:
         records=None if records is None else Path(records),
         out=Path(obj.get("out", "results/compare")),
         level=float(obj.get("level", 0.95)),
-        plots=bool(obj.get("plots", True)),
-        fit=bool(obj.get("fit", True)),
+        plots=obj.get("plots", True),
+        fit=obj.get("fit", True),
         description=str(obj.get("description", "")),
         executor=ExecutorSpec(str(obj.get("executor", "local")), None if address is None else str(address)),
     )

@@ -252,3 +252,27 @@ def test_a_configs_records_key_is_evaluated_and_a_missing_file_is_refused(tmp_pa
     config.write_text(f"agents: [A]\nrecords: {tmp_path / 'recs.json'}\nout: {tmp_path / 'out4'}\n")
     run = gf2("compare", "--config", str(config), "--depths", "0,1", "--quiet")
     assert run.returncode != 0 and "drop ['depths']" in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize(
+    ("cmd", "yaml", "named"),
+    [
+        (
+            "compare",
+            "agents: [A]\nplots: 'no'",
+            "plots='no' is not a boolean; write plots: true or plots: false",
+        ),
+        ("compare", "agents: [A]\nfit: 'false'", "fit='false' is not a boolean; write fit: true or fit"),
+        ("eval", "agents: [{llm: {model: m, base_url: 'http://127.0.0.1:9', tools: 'no'}}]", "tools='no'"),
+    ],
+)
+def test_config_booleans_must_be_real_booleans(tmp_path, cmd, yaml, named):
+    # bool('no') is True: the run would draw the plots the config turns off, and exit 0.
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"{yaml}\ngrid: {{depths: [0], trials: 2, p: [6], d: [3], K: [8]}}\nout: {tmp_path / 'o'}\n"
+    )
+    run = gf2(cmd, "--config", str(config), "--quiet")
+    assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
+    assert named in run.stderr, run.stderr
+    assert not (tmp_path / "o").exists()
