@@ -30,7 +30,7 @@ import yaml
 
 from agents.harness.evaluate import Evaluation, evaluate, make_agents
 from agents.harness.executors import ExecutorSpec
-from agents.harness.grid import Grid, column_cells, grid_cells
+from agents.harness.grid import Grid, column_cells, grid_cells, lone_settings
 from agents.llm.agent import LLMAgent, LLMSpec
 from agents.llm.query_log import QueryLog
 from agents.sb3_agent import SB3Spec
@@ -208,6 +208,7 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
     llms = any(isinstance(a, LLMSpec) for a in config.agents)
     log = QueryLog(config.out / "queries.jsonl") if llms else None
     agents = make_agents(config.agents, log)
+    lone: list[str] = []
     if config.grid is not None:
         cells, total, seed = grid_cells(config.grid), config.grid.num_records, config.grid.seed
     else:
@@ -220,9 +221,10 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
         groups = read_record_columns(config.records)
         total = sum(group.R for group in groups)
         cells, seed = column_cells(groups, config.records.name), 0
+        lone = [f"note: {line}" for line in lone_settings(groups)]
     executor = config.executor.executor()
     evaluation = evaluate(agents, cells, seed=seed, total=total, progress=progress, executor=executor)
-    notes = [line for a in agents if isinstance(a, LLMAgent) for line in a.report()]
+    notes = lone + [line for a in agents if isinstance(a, LLMAgent) for line in a.report()]
     paper_usage: list[dict[str, Any]] = []
     if any(isinstance(a, LLMAgent) and a.spec.tools for a in agents):
         from agents.llm.tool_mode import (

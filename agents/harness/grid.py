@@ -145,4 +145,21 @@ def column_cells(groups: Sequence[RecordColumns], source: str) -> Iterator[Cell]
     )  # a generator, the check made already
 
 
-__all__ = ["Grid", "column_cells", "grid_cells", "record_cells", "sampling_of"]
+def lone_settings(groups: Sequence[RecordColumns]) -> list[str]:
+    """Notes on records that are alone at their ``(p, d, K)`` in a file whose other settings hold
+    several: a file may mix settings, but a lone record (a changed ``p``, say) is a setting of its
+    own whose γ rests on one trial, more likely an edit than a design."""
+    counts: dict[tuple[int, int, int], list[int]] = {}
+    for c in groups:
+        counts.setdefault((c.p, c.d, c.K), []).extend(c.index.tolist())
+    if len(counts) < 2 or max(len(rows) for rows in counts.values()) < 2:
+        return []
+    return [
+        f"record {rows[0]} is the only one at p={p} d={d} K={K} in the file: a setting of its own (its "
+        "row in the summary rests on this one trial); check the record if it belongs to another setting"
+        for (p, d, K), rows in counts.items()
+        if len(rows) == 1
+    ]
+
+
+__all__ = ["Grid", "column_cells", "grid_cells", "lone_settings", "record_cells", "sampling_of"]

@@ -191,8 +191,9 @@ def test_paper_fit_of_d_half_on_its_own_records():
 def test_compare_on_the_papers_reference_file(tmp_path):
     if not REFERENCE.exists():
         pytest.skip(f"the paper's reference file is not at {REFERENCE}")
-    run = gf2("compare", "--records", str(REFERENCE), "--agents", "A,B,decoder", "--out", str(tmp_path),
-              "--quiet")  # fmt: skip
+    run = gf2(
+        "compare", "--records", str(REFERENCE), "--agents", "A,B,decoder", "--out", str(tmp_path), "--quiet"
+    )
     assert run.returncode == 0, run.stderr
     rows = read_results_csv(tmp_path / "results.csv")
     assert {r["sampling"] for r in rows} == {"adversarial"}
@@ -276,3 +277,45 @@ def test_config_booleans_must_be_real_booleans(tmp_path, cmd, yaml, named):
     assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
     assert named in run.stderr, run.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_a_lone_record_of_another_setting_is_named(tmp_path):
+    # A file may mix settings (the paper's group by shape), but one record at a p of its own is a
+    # setting resting on one trial: the run says so (and an edited p breaks its labels: refused).
+    import json
+
+    from gf2env.records import generate_record, write_records
+
+    records = _small_records(tmp_path / "recs.json")
+    lone = generate_record(TaskConfig(p=7, d=3, n=4, K=12), 2, 0, 0)
+    write_records(tmp_path / "mixed.json", [*records[:3], lone, *records[3:]])
+    run = gf2(
+        "compare",
+        "--records",
+        str(tmp_path / "mixed.json"),
+        "--agents",
+        "A",
+        "--out",
+        str(tmp_path / "o"),
+        "--quiet",
+        "--no-plots",
+        "--no-fit",
+    )
+    assert run.returncode == 0, run.stderr
+    assert "note: record 3 is the only one at p=7 d=3 K=12 in the file" in run.stdout, run.stdout
+    assert "only one at p=6" not in run.stdout
+    assert {(r["p"], r["trials"]) for r in read_summary_csv(tmp_path / "o" / "summary.csv")} >= {(7, 1)}
+    objs = json.loads((tmp_path / "recs.json").read_text())
+    objs[4]["p"] = 7
+    (tmp_path / "edited.json").write_text(json.dumps(objs))
+    run = gf2(
+        "compare",
+        "--records",
+        str(tmp_path / "edited.json"),
+        "--agents",
+        "A",
+        "--out",
+        str(tmp_path / "e"),
+        "--quiet",
+    )
+    assert run.returncode != 0 and "Record 4: the label of sample" in run.stderr, run.stderr
