@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from hashlib import blake2b
 from math import comb
 from typing import overload
 
 import numpy as np
 
 from gf2env.combinatorics import pack_bits, supports_to_masks
-from gf2env.errors import GF2ConfigError
-from gf2env.oracle import SAMPLING_MODES, TaskConfig, evidence_from_uniforms
+from gf2env.errors import GF2ConfigError, RecordFormatError
+from gf2env.oracle import SAMPLING_MODES, TaskConfig, circuit_labels, evidence_from_uniforms
 from gf2env.posterior import StepBatch
 from gf2env.records import Record, record_rng
 
@@ -87,6 +88,12 @@ class RecordColumns:
             target=rank_supports(self.target, self.p),
         )
 
+    def recomputed_labels(self) -> np.ndarray:
+        """(R, K) labels evaluated from each record's prefix and target on its samples (one numpy
+        pass; :meth:`Record.recomputed_labels` for all rows): oracle data has them equal ``labels``."""
+        terms = np.concatenate([self.prefix, self.target[:, None, :]], axis=1)  # (R, g + 1, d - 1)
+        return circuit_labels(self.address, pack_bits(self.payload), supports_to_masks(terms))
+
     def record(self, row: int) -> Record:
         """Record ``row`` as a :class:`~gf2env.records.Record`."""
         return Record(
@@ -148,6 +155,53 @@ def shapes(n: np.ndarray, p: np.ndarray, d: np.ndarray, g: np.ndarray, K: np.nda
     inverse = inverse.reshape(-1)
     for shape in np.argsort(first, kind="stable"):
         yield np.flatnonzero(inverse == shape)
+
+
+def check_trials(groups: Sequence[RecordColumns]) -> None:
+    """Refuse records that would count wrongly as trials: a record without samples (no evidence,
+    a "K=0" setting), labels that its prefix and target do not give (not oracle data), and the
+    same record twice (one trial counted twice). Checked on whole arrays, group by group; the
+    error names the records' positions in the file."""
+    for c in groups:
+        if c.R and c.K == 0:
+            raise RecordFormatError(
+                f"Record {int(c.index[0])} has no samples (K=0): a step without evidence is no trial; "
+                "drop the record (or write it again with samples)."
+            )
+    for c in groups:
+        recomputed = c.recomputed_labels()
+        wrong = np.flatnonzero((recomputed != c.labels).any(axis=1))
+        if wrong.size:
+            row = int(wrong[0])
+            sample = int(np.flatnonzero(recomputed[row] != c.labels[row])[0])
+            raise RecordFormatError(
+                f"Record {int(c.index[row])}: the label of sample {sample} is not what its prefix and "
+                f"target give ({wrong.size} such record(s) in all); the file is not oracle data: check "
+                "the bit order of x and the labels y, or write the records again with gf2 generate."
+            )
+    for c in groups:
+        keys = np.concatenate(
+            [
+                np.ascontiguousarray(c.prefix.reshape(c.R, -1)).view(np.uint8),
+                np.ascontiguousarray(c.target).view(np.uint8),
+                c.address.reshape(c.R, -1),
+                c.payload.reshape(c.R, -1),
+                c.labels,
+            ],
+            axis=1,
+        )
+        seen: dict[bytes, int] = {}  # a row's digest -> its first row (sorting whole rows is slower)
+        repeats = []
+        for row in range(c.R):
+            first = seen.setdefault(blake2b(keys[row].tobytes(), digest_size=16).digest(), row)
+            if first != row and np.array_equal(keys[first], keys[row]):
+                repeats.append((int(c.index[first]), int(c.index[row])))
+        if repeats:
+            was, row = min(repeats, key=lambda pair: pair[1])
+            raise RecordFormatError(
+                f"Records {was} and {row} are the same record ({len(repeats)} repeat(s) in all): each "
+                "would count as a trial of its own; drop the repeats."
+            )
 
 
 def columns_from_records(records: Sequence[Record]) -> list[RecordColumns]:

@@ -89,6 +89,27 @@ def check_keys(obj: Mapping[str, Any], allowed: Iterable[str], where: str) -> No
         raise GF2ConfigError(f"{where} has unknown keys {unknown}; the keys are {sorted(allowed)}.")
 
 
+_BOOL_TYPES = {bool: False, "bool": False, "bool | None": True, "Optional[bool]": True}
+
+
+def check_bools(cls: Any, obj: Mapping[str, Any], where: str) -> None:
+    """Refuse a YAML value of a ``bool`` field of dataclass ``cls`` that is not ``true``/``false``.
+
+    ``bool('no')`` is ``True``: a quoted ``'no'`` or ``'false'``, a ``0`` or a list would silently
+    mean something else, so every loader of a config checks its bool fields here.
+    """
+    for f in dataclasses.fields(cls):
+        if f.name not in obj or f.type not in _BOOL_TYPES:
+            continue
+        value = obj[f.name]
+        if isinstance(value, bool) or (value is None and _BOOL_TYPES[f.type]):
+            continue
+        raise GF2ConfigError(
+            f"{where}: {f.name}={value!r} is not a boolean; write {f.name}: true or {f.name}: false "
+            "(unquoted)."
+        )
+
+
 def dataclass_from_mapping(
     cls: Callable[..., T],
     obj: Any,
@@ -108,6 +129,7 @@ def dataclass_from_mapping(
         raise GF2ConfigError(f"{where} must be a mapping of keys; got {obj!r}.")
     allowed = set(keys) if keys is not None else {f.name for f in dataclasses.fields(cast(Any, cls))}
     check_keys(obj, allowed, where)
+    check_bools(cls, obj, where)
     values = {**(defaults or {}), **obj}
     for key, fn in (convert or {}).items():
         if key in values:
@@ -126,6 +148,7 @@ def dataclass_from_mapping(
 __all__ = [
     "PER_DEPTH",
     "TaskSettings",
+    "check_bools",
     "check_depths",
     "check_keys",
     "dataclass_from_mapping",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gf2env.errors import GF2ConfigError
-from gf2env.settings import check_depths, check_keys, dataclass_from_mapping, read_yaml_mapping
+from gf2env.settings import check_bools, check_depths, check_keys, dataclass_from_mapping, read_yaml_mapping
 from train.curriculum import Curriculum, make_curriculum
 from train.data import TaskSpec
 from train.gamma_log import GammaEvalSpec
@@ -102,6 +102,7 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     path = Path(path)
     obj = read_yaml_mapping(path, "training run (configs/train-*.yaml)")
     check_keys(obj, _SECTIONS, str(path))
+    check_bools(TrainConfig, obj, str(path))
     if "model" not in obj or not isinstance(obj["model"], dict):
         raise GF2ConfigError(f"{path} lacks model: {{path: <a local model folder>}}.")
     trainer = obj.get("trainer") or {}
@@ -118,7 +119,7 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
         "sft": _section(obj, "sft", SFTData, path, depths=as_tuple),
         "seed": int(obj.get("seed", 0)),
         "output_dir": Path(obj.get("output_dir", "results/train")),
-        "tools": bool(obj.get("tools", False)),
+        "tools": obj.get("tools", False),
         "description": str(obj.get("description", "")),
     }
     values.update({k: v for k, v in overrides.items() if v is not None})

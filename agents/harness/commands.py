@@ -64,6 +64,13 @@ def compare_config(
 
     given = {k: getattr(args, k) for k in GRID_FLAGS if getattr(args, k) is not None}
     records = Path(args.records) if args.records else None
+    if records is None and base is not None and base.records is not None:
+        if given:
+            raise GF2ConfigError(
+                f"The config evaluates the records file {base.records}; drop {sorted(given)} "
+                "(or give a grid: in the config instead of records:)."
+            )
+        records = base.records
     grid = base.grid if base and not records else None
     if records is None and (grid is None or given):
         start = grid or default_grid or Grid(depths=(0, 1, 3, 7, 15, 31), trials=200)

@@ -30,7 +30,7 @@ import yaml
 
 from agents.harness.evaluate import Evaluation, evaluate, make_agents
 from agents.harness.executors import ExecutorSpec
-from agents.harness.grid import Grid, column_cells, grid_cells
+from agents.harness.grid import Grid, column_cells, grid_cells, lone_settings
 from agents.llm.agent import LLMAgent, LLMSpec
 from agents.llm.query_log import QueryLog
 from agents.sb3_agent import SB3Spec
@@ -39,7 +39,7 @@ from gf2env.record_files import read_record_columns
 from gf2env.report.fit import METHODS, EffectivePrefixFit, fit_agents, write_fits_csv
 from gf2env.report.plots import write_figures
 from gf2env.report.results import format_summary, summarize, write_results_csv, write_summary_csv
-from gf2env.settings import PER_DEPTH, check_keys, dataclass_from_mapping, read_yaml_mapping
+from gf2env.settings import PER_DEPTH, check_bools, check_keys, dataclass_from_mapping, read_yaml_mapping
 
 _TOP_KEYS = {"agents", "grid", "records", "out", "level", "plots", "fit", "description",
              "executor", "address"}  # fmt: skip
@@ -168,6 +168,7 @@ def config_from_mapping(obj: Any, path: Path) -> CompareConfig:
     if not isinstance(obj, dict):
         raise GF2ConfigError(f"{path} does not hold a mapping of keys (agents, grid, out, ...).")
     check_keys(obj, _TOP_KEYS, str(path))
+    check_bools(CompareConfig, obj, str(path))
     agents = obj.get("agents", [])
     if not isinstance(agents, list):
         raise GF2ConfigError(f"{path}: agents must be a list, e.g. [A, B, C]; got {agents!r}.")
@@ -178,8 +179,8 @@ def config_from_mapping(obj: Any, path: Path) -> CompareConfig:
         records=None if records is None else Path(records),
         out=Path(obj.get("out", "results/compare")),
         level=float(obj.get("level", 0.95)),
-        plots=bool(obj.get("plots", True)),
-        fit=bool(obj.get("fit", True)),
+        plots=obj.get("plots", True),
+        fit=obj.get("fit", True),
         description=str(obj.get("description", "")),
         executor=ExecutorSpec(str(obj.get("executor", "local")), None if address is None else str(address)),
     )
@@ -207,18 +208,23 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
     llms = any(isinstance(a, LLMSpec) for a in config.agents)
     log = QueryLog(config.out / "queries.jsonl") if llms else None
     agents = make_agents(config.agents, log)
+    lone: list[str] = []
     if config.grid is not None:
         cells, total, seed = grid_cells(config.grid), config.grid.num_records, config.grid.seed
     else:
         assert config.records is not None
         if not config.records.exists():
-            raise GF2ConfigError(f"Records file {config.records} does not exist.")
+            raise GF2ConfigError(
+                f"The records file {config.records} does not exist (relative paths are read from the "
+                "working directory); fix the path, or write one with gf2 generate."
+            )
         groups = read_record_columns(config.records)
         total = sum(group.R for group in groups)
         cells, seed = column_cells(groups, config.records.name), 0
+        lone = [f"note: {line}" for line in lone_settings(groups)]
     executor = config.executor.executor()
     evaluation = evaluate(agents, cells, seed=seed, total=total, progress=progress, executor=executor)
-    notes = [line for a in agents if isinstance(a, LLMAgent) for line in a.report()]
+    notes = lone + [line for a in agents if isinstance(a, LLMAgent) for line in a.report()]
     paper_usage: list[dict[str, Any]] = []
     if any(isinstance(a, LLMAgent) and a.spec.tools for a in agents):
         from agents.llm.tool_mode import (

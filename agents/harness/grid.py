@@ -17,7 +17,7 @@ from agents.base import Cell
 from gf2env.errors import GF2ConfigError
 from gf2env.oracle import SAMPLING_MODES, TaskConfig
 from gf2env.posterior import StepBatch
-from gf2env.record_columns import RecordColumns, generate_columns
+from gf2env.record_columns import RecordColumns, check_trials, columns_from_records, generate_columns
 from gf2env.records import Record
 from gf2env.settings import TaskSettings, check_depths
 
@@ -115,26 +115,51 @@ def sampling_of(record: Record) -> str:
 
 
 def record_cells(records: Sequence[Record], source: str) -> Iterator[Cell]:
-    """Records grouped by ``(sampling, p, d, K, n, g)``; ``trial`` is a record's position in the file."""
+    """Records grouped by ``(sampling, p, d, K, n, g)``; ``trial`` is a record's position in the file
+    (refused as :func:`column_cells` refuses them)."""
+    check_trials(columns_from_records(records))
     groups: dict[tuple[Any, ...], list[int]] = {}
     for i, rec in enumerate(records):
         groups.setdefault((sampling_of(rec), rec.p, rec.d, rec.K, rec.n, rec.g), []).append(i)
-    for (sampling, *_, n, _g), idx in groups.items():
-        group = tuple(records[i] for i in idx)
-        yield Cell(source, sampling, n, None, np.array(idx), StepBatch.from_records(group), group)
+    parts = [(key[0], key[-2], tuple(records[i] for i in idx), idx) for key, idx in groups.items()]
+    return (
+        Cell(source, sampling, n, None, np.array(idx), StepBatch.from_records(group), group)
+        for sampling, n, group, idx in parts
+    )  # a generator, the check made already
 
 
 def column_cells(groups: Sequence[RecordColumns], source: str) -> Iterator[Cell]:
     """:func:`record_cells` for records read as columns: the same cells, in the same order, each
-    batch built from arrays and its records built only when read."""
+    batch built from arrays and its records built only when read. Records that would count wrongly
+    (no samples, labels their terms do not give, repeats) are refused (:func:`check_trials`)."""
+    check_trials(groups)
     parts = []
     for columns in groups:
         modes = columns.samplings()
         for mode in dict.fromkeys(modes.tolist()):
             rows = np.flatnonzero(modes == mode)
             parts.append((int(columns.index[rows[0]]), str(mode), columns.take(rows)))
-    for _, mode, part in sorted(parts, key=lambda item: item[0]):
-        yield Cell(source, mode, part.n, None, part.index, part.step_batch(), part.records())
+    return (
+        Cell(source, mode, part.n, None, part.index, part.step_batch(), part.records())
+        for _, mode, part in sorted(parts, key=lambda item: item[0])
+    )  # a generator, the check made already
 
 
-__all__ = ["Grid", "column_cells", "grid_cells", "record_cells", "sampling_of"]
+def lone_settings(groups: Sequence[RecordColumns]) -> list[str]:
+    """Notes on records that are alone at their ``(p, d, K)`` in a file whose other settings hold
+    several: a file may mix settings, but a lone record (a changed ``p``, say) is a setting of its
+    own whose γ rests on one trial, more likely an edit than a design."""
+    counts: dict[tuple[int, int, int], list[int]] = {}
+    for c in groups:
+        counts.setdefault((c.p, c.d, c.K), []).extend(c.index.tolist())
+    if len(counts) < 2 or max(len(rows) for rows in counts.values()) < 2:
+        return []
+    return [
+        f"record {rows[0]} is the only one at p={p} d={d} K={K} in the file: a setting of its own (its "
+        "row in the summary rests on this one trial); check the record if it belongs to another setting"
+        for (p, d, K), rows in counts.items()
+        if len(rows) == 1
+    ]
+
+
+__all__ = ["Grid", "column_cells", "grid_cells", "lone_settings", "record_cells", "sampling_of"]

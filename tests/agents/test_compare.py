@@ -191,8 +191,9 @@ def test_paper_fit_of_d_half_on_its_own_records():
 def test_compare_on_the_papers_reference_file(tmp_path):
     if not REFERENCE.exists():
         pytest.skip(f"the paper's reference file is not at {REFERENCE}")
-    run = gf2("compare", "--records", str(REFERENCE), "--agents", "A,B,decoder", "--out", str(tmp_path),
-              "--quiet")  # fmt: skip
+    run = gf2(
+        "compare", "--records", str(REFERENCE), "--agents", "A,B,decoder", "--out", str(tmp_path), "--quiet"
+    )
     assert run.returncode == 0, run.stderr
     rows = read_results_csv(tmp_path / "results.csv")
     assert {r["sampling"] for r in rows} == {"adversarial"}
@@ -218,3 +219,103 @@ def test_d_curve_is_estimator_d_on_the_same_records():
     for k in range(4):
         estimate = Partial(KnownTerms(count=k)).evaluate(batch, np.random.default_rng(0))
         assert np.array_equal(d_gamma(batch, k), estimate.gamma)
+
+
+def _small_records(path: Path, p: int = 6, trials: int = 5) -> list:
+    from gf2env.records import generate_record, write_records
+
+    config = TaskConfig(p=p, d=3, n=4, K=12)
+    records = [generate_record(config, g, t, 0) for g in (0, 2) for t in range(trials)]
+    write_records(path, records)
+    return records
+
+
+def test_a_configs_records_key_is_evaluated_and_a_missing_file_is_refused(tmp_path):
+    _small_records(tmp_path / "recs.json")
+    config = tmp_path / "on-file.yaml"
+    recs, out = tmp_path / "recs.json", tmp_path / "out"
+    config.write_text(f"agents: [A]\nrecords: {recs}\nout: {out}\nfit: false\n")
+    run = gf2("compare", "--config", str(config), "--quiet", "--no-plots")
+    assert run.returncode == 0, run.stderr
+    rows = read_results_csv(tmp_path / "out" / "results.csv")
+    assert len(rows) == 10 and {r["p"] for r in rows} == {6}  # the file's 10 records, not a default grid
+    # Relative paths in a config are read from the working directory, like out: and sb3 path:.
+    config.write_text("agents: [A]\nrecords: recs.json\nout: out2\nfit: false\n")
+    assert gf2("compare", "--config", str(config), "--quiet", "--no-plots", cwd=tmp_path).returncode == 0
+    assert len(read_results_csv(tmp_path / "out2" / "results.csv")) == 10
+    config.write_text(f"agents: [A]\nrecords: {tmp_path / 'nope.json'}\nout: {tmp_path / 'out3'}\n")
+    for cmd in ("compare", "eval"):
+        run = gf2(cmd, "--config", str(config), "--quiet")
+        assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
+        assert f"The records file {tmp_path / 'nope.json'} does not exist" in run.stderr, run.stderr
+    assert not (tmp_path / "out3").exists()
+    # A config's records and grid flags do not mix (the flags would be ignored).
+    config.write_text(f"agents: [A]\nrecords: {tmp_path / 'recs.json'}\nout: {tmp_path / 'out4'}\n")
+    run = gf2("compare", "--config", str(config), "--depths", "0,1", "--quiet")
+    assert run.returncode != 0 and "drop ['depths']" in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize(
+    ("cmd", "yaml", "named"),
+    [
+        (
+            "compare",
+            "agents: [A]\nplots: 'no'",
+            "plots='no' is not a boolean; write plots: true or plots: false",
+        ),
+        ("compare", "agents: [A]\nfit: 'false'", "fit='false' is not a boolean; write fit: true or fit"),
+        ("eval", "agents: [{llm: {model: m, base_url: 'http://127.0.0.1:9', tools: 'no'}}]", "tools='no'"),
+    ],
+)
+def test_config_booleans_must_be_real_booleans(tmp_path, cmd, yaml, named):
+    # bool('no') is True: the run would draw the plots the config turns off, and exit 0.
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"{yaml}\ngrid: {{depths: [0], trials: 2, p: [6], d: [3], K: [8]}}\nout: {tmp_path / 'o'}\n"
+    )
+    run = gf2(cmd, "--config", str(config), "--quiet")
+    assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
+    assert named in run.stderr, run.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_lone_record_of_another_setting_is_named(tmp_path):
+    # A file may mix settings (the paper's group by shape), but one record at a p of its own is a
+    # setting resting on one trial: the run says so (and an edited p breaks its labels: refused).
+    import json
+
+    from gf2env.records import generate_record, write_records
+
+    records = _small_records(tmp_path / "recs.json")
+    lone = generate_record(TaskConfig(p=7, d=3, n=4, K=12), 2, 0, 0)
+    write_records(tmp_path / "mixed.json", [*records[:3], lone, *records[3:]])
+    run = gf2(
+        "compare",
+        "--records",
+        str(tmp_path / "mixed.json"),
+        "--agents",
+        "A",
+        "--out",
+        str(tmp_path / "o"),
+        "--quiet",
+        "--no-plots",
+        "--no-fit",
+    )
+    assert run.returncode == 0, run.stderr
+    assert "note: record 3 is the only one at p=7 d=3 K=12 in the file" in run.stdout, run.stdout
+    assert "only one at p=6" not in run.stdout
+    assert {(r["p"], r["trials"]) for r in read_summary_csv(tmp_path / "o" / "summary.csv")} >= {(7, 1)}
+    objs = json.loads((tmp_path / "recs.json").read_text())
+    objs[4]["p"] = 7
+    (tmp_path / "edited.json").write_text(json.dumps(objs))
+    run = gf2(
+        "compare",
+        "--records",
+        str(tmp_path / "edited.json"),
+        "--agents",
+        "A",
+        "--out",
+        str(tmp_path / "e"),
+        "--quiet",
+    )
+    assert run.returncode != 0 and "Record 4: the label of sample" in run.stderr, run.stderr

@@ -5,6 +5,7 @@ is bit for bit the per-record one."""
 from __future__ import annotations
 
 import json
+import re
 from itertools import combinations
 
 import numpy as np
@@ -14,7 +15,7 @@ from agents.harness.grid import column_cells, record_cells
 from gf2env import RecordFormatError, read_record_columns, read_records, write_parquet
 from gf2env.combinatorics import rank_support
 from gf2env.oracle import TaskConfig
-from gf2env.record_columns import generate_columns, rank_supports, records_in_file_order
+from gf2env.record_columns import columns_from_records, generate_columns, rank_supports, records_in_file_order
 from gf2env.record_files import _read_json_records
 from gf2env.record_scan import scan_records
 from gf2env.records import Record, generate_record, write_records
@@ -176,3 +177,58 @@ def test_column_cells_are_record_cells(tmp_path):
             np.testing.assert_array_equal(getattr(a.batch, name), getattr(b.batch, name), err_msg=name)
         assert all(same(x, y) for x, y in zip(a.records, b.records, strict=True))
     assert len(records_in_file_order(read_record_columns(path))) == len(records)
+
+
+def _trial_file(tmp_path, change) -> tuple:
+    """A file of 8 good records (two shapes) with ``change(objs)`` applied to their JSON."""
+    config = TaskConfig(p=6, d=3, n=5, K=12)
+    objs = [generate_record(config, g, t, seed=4).to_json() for g in (0, 3) for t in range(4)]
+    change(objs)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(objs))
+    return path, objs
+
+
+def _flip_label(objs):
+    objs[5]["samples"][2]["y"] ^= 1
+
+
+def _no_samples(objs):
+    objs[6]["samples"] = []
+
+
+def _repeat(objs):
+    objs.append(json.loads(json.dumps(objs[1])))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (_flip_label, r"Record 5: the label of sample 2 is not what its prefix and target give"),
+        (_no_samples, r"Record 6 has no samples \(K=0\)"),
+        (_repeat, r"Records 1 and 8 are the same record \(1 repeat"),
+    ],
+)
+def test_cells_refuse_records_that_would_count_wrongly(tmp_path, change, message):
+    good, _ = _trial_file(tmp_path, lambda objs: None)
+    assert sum(len(c.trials) for c in column_cells(read_record_columns(good), "f")) == 8
+    path, _ = _trial_file(tmp_path, change)
+    with pytest.raises(RecordFormatError, match=message):
+        column_cells(read_record_columns(path), "f")  # refused before the first cell is asked for
+    with pytest.raises(RecordFormatError, match=message):
+        record_cells(read_records(path), "f")
+    # Through the CLI: a typed message naming the record, no traceback, nothing written.
+    from tests.agents.test_compare import gf2
+
+    run = gf2("compare", "--records", str(path), "--agents", "A", "--out", str(tmp_path / "o"), "--quiet")
+    assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
+    assert re.search(message, run.stderr), run.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_recomputed_labels_of_columns_are_the_records_own():
+    records = mixed_records()
+    for c in columns_from_records(records):
+        np.testing.assert_array_equal(c.recomputed_labels(), c.labels)
+        for row in range(c.R):
+            np.testing.assert_array_equal(c.recomputed_labels()[row], c.record(row).recomputed_labels())

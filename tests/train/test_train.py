@@ -109,6 +109,25 @@ def test_config_errors_name_the_fix(tmp_path):
         load_train_config(bad)
 
 
+@pytest.mark.parametrize(
+    ("yaml", "key"),
+    [
+        ("sft: {tools: 'no'}", "tools='no'"),
+        ("tools: 'false'", "tools='false'"),
+        ("sft: {tools: 0}", "tools=0"),
+    ],
+)
+def test_config_booleans_are_real_booleans(tmp_path, yaml, key):
+    # bool('no') is True: a quoted or numeric boolean, in a section or at the top, is refused.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"model: {{path: x}}\n{yaml}\n")
+    with pytest.raises(GF2ConfigError, match=f"{key} is not a boolean; write tools: true or tools: false"):
+        load_train_config(bad)
+    bad.write_text("model: {path: x}\nsft: {tools: true}\ntools: false\n")
+    config = load_train_config(bad)
+    assert config.sft.tools is True and config.tools is False
+
+
 @pytest.mark.slow
 def test_grpo_three_steps_write_gamma_rows_and_resume_continues(tiny, tmp_path):
     out = tmp_path / "grpo"
