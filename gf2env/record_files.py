@@ -18,46 +18,74 @@ from typing import Any
 import numpy as np
 
 from gf2env.combinatorics import MAX_PAYLOAD_BITS
-from gf2env.errors import RecordFormatError
+from gf2env.errors import GF2ConfigError, RecordFormatError
 from gf2env.hf_dataset import split_records_json
 from gf2env.record_columns import RecordColumns, columns_from_records, records_in_file_order, shapes
 from gf2env.record_parquet import PARQUET_SUFFIXES, read_parquet
 from gf2env.record_scan import decode_hex, scan_records
-from gf2env.records import Record
+from gf2env.records import Record, _show
 
 
 def read_record_columns(path: str | Path) -> list[RecordColumns]:
     """A records file (JSON array, JSON Lines or Parquet) or a dataset split as columns, one entry a
     shape, in the order each shape first appears."""
     path = Path(path)
+    if not path.exists():
+        raise GF2ConfigError(f"There is no records file at {path}; pass a records file or dataset folder.")
     data = split_records_json(path)
     if data is None and path.suffix.lower() in PARQUET_SUFFIXES:
         return read_parquet(path)
     if data is None:
         data = path.read_bytes()
+    if not data or data.isspace():  # isspace stops at the first other byte: no copy of a large file
+        raise RecordFormatError(
+            f"{path} is empty; a records file holds a JSON array of records, or one a line."
+        )
     scanned, _ = scan_records(data)
     groups = None if scanned is None else _columns_from_scan(data, scanned)
     if groups is None:  # the general path: reads what the scanner does not cover, or names the error
-        return columns_from_records(_read_json_records(data))
+        return columns_from_records(_read_json_records(data, path))
     return groups
 
 
-def _read_json_records(data: bytes) -> list[Record]:
-    text = data.decode("utf-8")
+def _read_json_records(data: bytes, source: str | Path = "the records file") -> list[Record]:
+    """The records of a JSON array or of JSON Lines (blank lines skipped); an error names ``source``,
+    the record's index (and its line, in JSON Lines) and the field."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise RecordFormatError(
+            f"{source} is not UTF-8 text: byte {err.start} is {data[err.start]:#04x}."
+        ) from None
+    places: list[str] = []  # where each record is, for its error: ": Record i" or ", line l: Record i"
     if text.lstrip().startswith("["):
-        objs = json.loads(text)
+        try:
+            objs = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise RecordFormatError(
+                f"{source} is not JSON (line {err.lineno}, column {err.colno}: {err.msg})."
+            ) from None
+        places = [f"{source}: Record {i}" for i in range(len(objs))]
     else:
-        objs = [json.loads(line) for line in text.splitlines() if line.strip()]
-    if not isinstance(objs, list):
-        raise RecordFormatError("A records file holds a JSON array of records, or one record a line.")
+        objs = []
+        for number, line in enumerate(text.split("\n"), 1):
+            if not line.strip():
+                continue
+            try:
+                objs.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise RecordFormatError(
+                    f"{source}, line {number}, is not JSON (column {err.colno}: {err.msg})."
+                ) from None
+            places.append(f"{source}, line {number}: Record {len(places)}")
     out = []
-    for i, obj in enumerate(objs):
+    for place, obj in zip(places, objs, strict=True):
         if not isinstance(obj, dict):
-            raise RecordFormatError(f"Record {i} is not a JSON object.")
+            raise RecordFormatError(f"{place} is not a JSON object: {_show(obj)}.")
         try:
             out.append(Record.from_json(obj))
         except RecordFormatError as err:
-            raise RecordFormatError(f"Record {i}: {err}") from None
+            raise RecordFormatError(f"{place}: {err}") from None
     return out
 
 
@@ -89,10 +117,13 @@ def _columns_from_scan(data: bytes, s: Any) -> list[RecordColumns] | None:
         if decode_hex(b, s.x_start[sample_ids], s.x_end[sample_ids], gn + gp, bits) >= 0:
             return None
         bits = bits.reshape(len(rows), gK, gn + gp)
-        exp = tuple(
-            data[a:e].decode("utf-8") if a >= 0 else "grid"
-            for a, e in zip(s.exp_start[rows].tolist(), s.exp_end[rows].tolist(), strict=True)
-        )
+        try:
+            exp = tuple(
+                data[a:e].decode("utf-8") if a >= 0 else "grid"
+                for a, e in zip(s.exp_start[rows].tolist(), s.exp_end[rows].tolist(), strict=True)
+            )
+        except UnicodeDecodeError:
+            return None
         groups.append(
             RecordColumns(
                 n=gn, p=gp, d=gd, g=gg, index=rows.astype(np.int64), prefix=prefix, target=target,
