@@ -12,6 +12,7 @@ split) is read from its ``record`` column, the records' JSON, by the same scanne
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -59,12 +60,7 @@ def _read_json_records(data: bytes, source: str | Path = "the records file") -> 
         ) from None
     places: list[str] = []  # where each record is, for its error: ": Record i" or ", line l: Record i"
     if text.lstrip().startswith("["):
-        try:
-            objs = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise RecordFormatError(
-                f"{source} is not JSON (line {err.lineno}, column {err.colno}: {err.msg})."
-            ) from None
+        objs = _array_items(text, source)
         places = [f"{source}: Record {i}" for i in range(len(objs))]
     else:
         objs = []
@@ -87,6 +83,45 @@ def _read_json_records(data: bytes, source: str | Path = "the records file") -> 
         except RecordFormatError as err:
             raise RecordFormatError(f"{place}: {err}") from None
     return out
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _array_items(text: str, source: str | Path) -> list[Any]:
+    """The items of the JSON array ``text``, parsed one by one so that an error names its record."""
+    decoder = json.JSONDecoder()
+
+    def at(i: int) -> str:
+        return f"line {text.count(chr(10), 0, i) + 1}, column {i - text.rfind(chr(10), 0, i)}"
+
+    objs: list[Any] = []
+    i = _SPACE.match(text, text.index("[") + 1).end()  # type: ignore[union-attr]
+    if text.startswith("]", i):
+        i += 1
+    else:
+        while True:
+            try:
+                obj, i = decoder.raw_decode(text, i)
+            except json.JSONDecodeError as err:
+                raise RecordFormatError(
+                    f"{source}: Record {len(objs)} is not JSON ({at(err.pos)}: {err.msg})."
+                ) from None
+            objs.append(obj)
+            i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+            if text.startswith(",", i):
+                i = _SPACE.match(text, i + 1).end()  # type: ignore[union-attr]
+            elif text.startswith("]", i):
+                i += 1
+                break
+            else:
+                raise RecordFormatError(
+                    f"{source}: after Record {len(objs) - 1}, expected ',' or ']' ({at(i)})."
+                )
+    end = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+    if end < len(text):
+        raise RecordFormatError(f"{source}: data after the array ({at(end)}).")
+    return objs
 
 
 def _columns_from_scan(data: bytes, s: Any) -> list[RecordColumns] | None:

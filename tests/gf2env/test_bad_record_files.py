@@ -66,7 +66,13 @@ ARRAY = "r.json"
 LINES = "r.jsonl"
 BAD = [  # (id, file name, writer, what the message must match)
     ("not-json", ARRAY, text("hello, records\n"), r"r\.json, line 1, is not JSON \(column 1"),
-    ("truncated-json", ARRAY, lambda p: p.write_text(json.dumps(good())[:-40]), r"r\.json.*not JSON.*line 1"),
+    ("truncated-json", ARRAY, lambda p: p.write_text(json.dumps(good())[:-40]),
+     r"r\.json: Record 3 is not JSON \(line 1, column \d+: Unterminated string"),
+    ("truncated-after-a-record", ARRAY, lambda p: p.write_text(json.dumps(good())[:-1]),
+     r"r\.json: after Record 3, expected ',' or '\]' \(line 1, column \d+\)"),
+    ("bad-json-in-record-1", ARRAY, None, r"r\.json: Record 1 is not JSON \(line 1, column \d+"),
+    ("data-after-the-array", ARRAY, lambda p: p.write_text(json.dumps(good(2)) + "\n[]"),
+     r"r\.json: data after the array \(line 2, column 1\)"),
     ("empty-file", ARRAY, text(""), r"r\.json.*is empty"),
     ("blank-file", ARRAY, text("\n  \n"), r"r\.json.*is empty"),
     ("object-not-list", ARRAY, text("{}"), r"Record 0.*lacks"),
@@ -117,7 +123,16 @@ def _null_record(path: Path) -> None:
     path.write_text(json.dumps(objs))
 
 
-WRITERS = {"record-string": _string_record, "record-null": _null_record}
+def _bad_json_in_record_1(path: Path) -> None:
+    a, b = (json.dumps(o) for o in good(2))
+    path.write_text("[" + a + ", " + b.replace('"y": 1', '"y": 01') + "]")
+
+
+WRITERS = {
+    "bad-json-in-record-1": _bad_json_in_record_1,
+    "record-string": _string_record,
+    "record-null": _null_record,
+}
 
 
 @pytest.mark.parametrize("name, file, write, match", BAD, ids=[b[0] for b in BAD])
@@ -189,3 +204,24 @@ def test_gf2_compare_names_the_bad_line_without_a_traceback(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "gf2: error:" in proc.stderr and "line 3" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_dataset_split_names_the_row_of_a_bad_record(tmp_path):
+    pytest.importorskip("pyarrow")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "train.parquet"
+    rows = [json.dumps(o) for o in good(3)]
+    for bad, match in [
+        ("{broken", r"train\.parquet.*: Record 1 is not JSON"),
+        (json.dumps({"n": 8}), r"train\.parquet.*: Record 1: Record lacks"),
+        ("", r"train\.parquet.*: Record 1 is not JSON"),
+    ]:
+        table = pa.table({"prompt": ["q"] * 3, "record": [rows[0], bad, rows[2]]})
+        pq.write_table(table, path)
+        with pytest.raises(RecordFormatError, match=match):
+            read_records(path)
+    pq.write_table(pa.table({"prompt": ["q"] * 3, "record": [1, 2, 3]}), path)
+    with pytest.raises(RecordFormatError, match=r"Row 0 of .*train\.parquet.*record.*int64"):
+        read_records(path)
