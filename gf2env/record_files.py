@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from gf2env.hf_dataset import split_records_json
 from gf2env.record_columns import RecordColumns, columns_from_records, records_in_file_order, shapes
 from gf2env.record_parquet import PARQUET_SUFFIXES, read_parquet
 from gf2env.record_scan import decode_hex, scan_records
-from gf2env.records import Record, _show
+from gf2env.records import Record, short_repr
 
 
 def read_record_columns(path: str | Path) -> list[RecordColumns]:
@@ -50,34 +51,19 @@ def read_record_columns(path: str | Path) -> list[RecordColumns]:
 
 
 def _read_json_records(data: bytes, source: str | Path = "the records file") -> list[Record]:
-    """The records of a JSON array or of JSON Lines (blank lines skipped); an error names ``source``,
-    the record's index (and its line, in JSON Lines) and the field."""
+    """The records of a JSON array or of JSON Lines (blank lines skipped), read in file order; the
+    first problem raises the error naming ``source``, the record (in JSON Lines, its line) and the field."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise RecordFormatError(
             f"{source} is not UTF-8 text: byte {err.start} is {data[err.start]:#04x}."
         ) from None
-    places: list[str] = []  # where each record is, for its error: ": Record i" or ", line l: Record i"
-    if text.lstrip().startswith("["):
-        objs = _array_items(text, source)
-        places = [f"{source}: Record {i}" for i in range(len(objs))]
-    else:
-        objs = []
-        for number, line in enumerate(text.split("\n"), 1):
-            if not line.strip():
-                continue
-            try:
-                objs.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise RecordFormatError(
-                    f"{source}, line {number}, is not JSON (column {err.colno}: {err.msg})."
-                ) from None
-            places.append(f"{source}, line {number}: Record {len(places)}")
+    items = _array_items(text, source) if text.lstrip().startswith("[") else _line_items(text, source)
     out = []
-    for place, obj in zip(places, objs, strict=True):
+    for place, obj in items:
         if not isinstance(obj, dict):
-            raise RecordFormatError(f"{place} is not a JSON object: {_show(obj)}.")
+            raise RecordFormatError(f"{place} is not a JSON object: {short_repr(obj)}.")
         try:
             out.append(Record.from_json(obj))
         except RecordFormatError as err:
@@ -85,18 +71,37 @@ def _read_json_records(data: bytes, source: str | Path = "the records file") -> 
     return out
 
 
+def _line_items(text: str, source: str | Path) -> Iterator[tuple[str, Any]]:
+    """``(where, value)`` of each JSON Lines line that is not blank; where: "FILE, line L: Record i"."""
+    index = 0
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise RecordFormatError(
+                f"{source}, line {number}, is not JSON (column {err.colno}: {err.msg})."
+            ) from None
+        yield f"{source}, line {number}: Record {index}", obj
+        index += 1
+
+
 _SPACE = re.compile(r"[ \t\n\r]*")
 
 
-def _array_items(text: str, source: str | Path) -> list[Any]:
-    """The items of the JSON array ``text``, parsed one by one so that an error names its record."""
+def _array_items(text: str, source: str | Path) -> Iterator[tuple[str, Any]]:
+    """``(where, value)`` of each item of the JSON array ``text``, parsed one by one so that an error
+    names its record; where: "FILE: Record i"."""
     decoder = json.JSONDecoder()
 
     def at(i: int) -> str:
         return f"line {text.count(chr(10), 0, i) + 1}, column {i - text.rfind(chr(10), 0, i)}"
 
-    objs: list[Any] = []
-    i = _SPACE.match(text, text.index("[") + 1).end()  # type: ignore[union-attr]
+    def skip(i: int) -> int:
+        return _SPACE.match(text, i).end()  # type: ignore[union-attr]
+
+    index, i = 0, skip(text.index("[") + 1)
     if text.startswith("]", i):
         i += 1
     else:
@@ -105,23 +110,19 @@ def _array_items(text: str, source: str | Path) -> list[Any]:
                 obj, i = decoder.raw_decode(text, i)
             except json.JSONDecodeError as err:
                 raise RecordFormatError(
-                    f"{source}: Record {len(objs)} is not JSON ({at(err.pos)}: {err.msg})."
+                    f"{source}: Record {index} is not JSON ({at(err.pos)}: {err.msg})."
                 ) from None
-            objs.append(obj)
-            i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+            yield f"{source}: Record {index}", obj
+            i = skip(i)
             if text.startswith(",", i):
-                i = _SPACE.match(text, i + 1).end()  # type: ignore[union-attr]
+                index, i = index + 1, skip(i + 1)
             elif text.startswith("]", i):
                 i += 1
                 break
             else:
-                raise RecordFormatError(
-                    f"{source}: after Record {len(objs) - 1}, expected ',' or ']' ({at(i)})."
-                )
-    end = _SPACE.match(text, i).end()  # type: ignore[union-attr]
-    if end < len(text):
-        raise RecordFormatError(f"{source}: data after the array ({at(end)}).")
-    return objs
+                raise RecordFormatError(f"{source}: after Record {index}, expected ',' or ']' ({at(i)}).")
+    if skip(i) < len(text):
+        raise RecordFormatError(f"{source}: data after the array ({at(skip(i))}).")
 
 
 def _columns_from_scan(data: bytes, s: Any) -> list[RecordColumns] | None:

@@ -107,10 +107,10 @@ class Record:
             raise RecordFormatError(f"Record has d_max={d}; need 2 <= d_max <= p+1={p + 1}.")
         for key in ("prefix", "samples"):
             if not isinstance(obj[key], list):
-                raise RecordFormatError(f"Record's {key}={_show(obj[key])} is not a list.")
+                raise RecordFormatError(f"Record's {key}={short_repr(obj[key])} is not a list.")
         exp = obj.get("exp", "grid")
         if not isinstance(exp, str):
-            raise RecordFormatError(f"Record's exp={_show(exp)} is not a string.")
+            raise RecordFormatError(f"Record's exp={short_repr(exp)} is not a string.")
         try:
             prefix = _terms(obj["prefix"], p, d - 1)
         except InvalidActionError as err:
@@ -137,7 +137,7 @@ class Record:
         )
 
 
-def _show(value: Any, limit: int = 60) -> str:
+def short_repr(value: Any, limit: int = 60) -> str:
     """``repr(value)``, cut to ``limit`` characters for an error message."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -147,7 +147,7 @@ def _count(obj: dict[str, Any], key: str) -> int:
     """The record's field ``key``: a JSON integer >= 0 (no bools, floats, strings or nulls)."""
     value = obj[key]
     if type(value) is not int or value < 0:
-        raise RecordFormatError(f"Record's {key}={_show(value)} is not a non-negative integer.")
+        raise RecordFormatError(f"Record's {key}={short_repr(value)} is not a non-negative integer.")
     return value
 
 
@@ -192,7 +192,7 @@ def _sample_bits(samples: Any, n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
             (j, s) for j, s in enumerate(samples) if not (isinstance(s, dict) and {"x", "y"} <= set(s))
         )
         raise RecordFormatError(
-            f"Sample {j} is {_show(bad)}; every sample needs 'x' (a hex string) and 'y' (0 or 1)."
+            f"Sample {j} is {short_repr(bad)}; every sample needs 'x' (a hex string) and 'y' (0 or 1)."
         ) from None
     padded = []
     for x in xs:
@@ -216,7 +216,7 @@ def _sample_bits(samples: Any, n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
         raise RecordFormatError(f"Sample x={bad} has more than n+p={width} bits for n={n}, p={p}.")
     for y in ys:
         if type(y) not in (int, bool) or y not in (0, 1):
-            raise RecordFormatError(f"Sample label y={_show(y)} is not 0 or 1.")
+            raise RecordFormatError(f"Sample label y={short_repr(y)} is not 0 or 1.")
     return np.ascontiguousarray(bits[:, extra:]), np.array(ys, dtype=np.uint8).reshape(len(ys))
 
 

@@ -153,6 +153,17 @@ def test_blank_lines_in_json_lines_are_skipped_and_lines_still_counted(tmp_path)
         read_records(path)
 
 
+def test_the_first_problem_in_file_order_is_named(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps({"n": 8}) + "\n\n{oops\n")
+    with pytest.raises(RecordFormatError, match=r"r\.jsonl, line 1: Record 0: Record lacks"):
+        read_records(path)
+    path = tmp_path / "r.json"
+    path.write_text("[" + json.dumps({"n": 8}) + ", {oops]")
+    with pytest.raises(RecordFormatError, match=r"r\.json: Record 0: Record lacks"):
+        read_records(path)
+
+
 def test_paths_that_are_not_records_files(tmp_path):
     with pytest.raises(GF2ConfigError, match=r"no records file at .*nowhere\.json"):
         read_records(tmp_path / "nowhere.json")
