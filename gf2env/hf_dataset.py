@@ -434,7 +434,7 @@ def split_records_json(path: str | Path) -> bytes | None:
     column = pq.read_table(str(path), columns=["record"]).column("record")
     if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
         raise RecordFormatError(
-            f"Row 0 of {path}: its 'record' column holds {column.type}, not JSON strings."
+            f"{path}: its 'record' column holds {column.type}, not the records' JSON strings."
         )
     records = column.to_pylist()
     missing = [i for i, record in enumerate(records) if not isinstance(record, str)]
