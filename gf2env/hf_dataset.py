@@ -431,7 +431,12 @@ def split_records_json(path: str | Path) -> bytes | None:
         return None  # not Parquet at all: the records reader names the problem
     if not {"prompt", "record"} <= set(names):
         return None
-    records = pq.read_table(str(path), columns=["record"]).column("record").to_pylist()
+    column = pq.read_table(str(path), columns=["record"]).column("record")
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        raise RecordFormatError(
+            f"{path}: its 'record' column holds {column.type}, not the records' JSON strings."
+        )
+    records = column.to_pylist()
     missing = [i for i, record in enumerate(records) if not isinstance(record, str)]
     if missing:
         raise RecordFormatError(f"Row {missing[0]} of {path} has no record (its 'record' is null).")

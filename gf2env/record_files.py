@@ -12,53 +12,117 @@ split) is read from its ``record`` column, the records' JSON, by the same scanne
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gf2env.combinatorics import MAX_PAYLOAD_BITS
-from gf2env.errors import RecordFormatError
+from gf2env.errors import GF2ConfigError, RecordFormatError
 from gf2env.hf_dataset import split_records_json
 from gf2env.record_columns import RecordColumns, columns_from_records, records_in_file_order, shapes
 from gf2env.record_parquet import PARQUET_SUFFIXES, read_parquet
 from gf2env.record_scan import decode_hex, scan_records
-from gf2env.records import Record
+from gf2env.records import Record, short_repr
 
 
 def read_record_columns(path: str | Path) -> list[RecordColumns]:
     """A records file (JSON array, JSON Lines or Parquet) or a dataset split as columns, one entry a
     shape, in the order each shape first appears."""
     path = Path(path)
+    if not path.exists():
+        raise GF2ConfigError(f"There is no records file at {path}; pass a records file or dataset folder.")
     data = split_records_json(path)
     if data is None and path.suffix.lower() in PARQUET_SUFFIXES:
         return read_parquet(path)
     if data is None:
         data = path.read_bytes()
+    if not data or data.isspace():  # isspace stops at the first other byte: no copy of a large file
+        raise RecordFormatError(
+            f"{path} is empty; a records file holds a JSON array of records, or one a line."
+        )
     scanned, _ = scan_records(data)
     groups = None if scanned is None else _columns_from_scan(data, scanned)
     if groups is None:  # the general path: reads what the scanner does not cover, or names the error
-        return columns_from_records(_read_json_records(data))
+        return columns_from_records(_read_json_records(data, path))
     return groups
 
 
-def _read_json_records(data: bytes) -> list[Record]:
-    text = data.decode("utf-8")
-    if text.lstrip().startswith("["):
-        objs = json.loads(text)
-    else:
-        objs = [json.loads(line) for line in text.splitlines() if line.strip()]
-    if not isinstance(objs, list):
-        raise RecordFormatError("A records file holds a JSON array of records, or one record a line.")
+def _read_json_records(data: bytes, source: str | Path = "the records file") -> list[Record]:
+    """The records of a JSON array or of JSON Lines (blank lines skipped), read in file order; the
+    first problem raises the error naming ``source``, the record (in JSON Lines, its line) and the field."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise RecordFormatError(
+            f"{source} is not UTF-8 text: byte {err.start} is {data[err.start]:#04x}."
+        ) from None
+    items = _array_items(text, source) if text.lstrip().startswith("[") else _line_items(text, source)
     out = []
-    for i, obj in enumerate(objs):
+    for place, obj in items:
         if not isinstance(obj, dict):
-            raise RecordFormatError(f"Record {i} is not a JSON object.")
+            raise RecordFormatError(f"{place} is not a JSON object: {short_repr(obj)}.")
         try:
             out.append(Record.from_json(obj))
         except RecordFormatError as err:
-            raise RecordFormatError(f"Record {i}: {err}") from None
+            raise RecordFormatError(f"{place}: {err}") from None
     return out
+
+
+def _line_items(text: str, source: str | Path) -> Iterator[tuple[str, Any]]:
+    """``(where, value)`` of each JSON Lines line that is not blank; where: "FILE, line L: Record i"."""
+    index = 0
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise RecordFormatError(
+                f"{source}, line {number}, is not JSON (column {err.colno}: {err.msg})."
+            ) from None
+        yield f"{source}, line {number}: Record {index}", obj
+        index += 1
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _array_items(text: str, source: str | Path) -> Iterator[tuple[str, Any]]:
+    """``(where, value)`` of each item of the JSON array ``text``, parsed one by one so that an error
+    names its record; where: "FILE: Record i"."""
+    decoder = json.JSONDecoder()
+
+    def at(i: int) -> str:
+        return f"line {text.count(chr(10), 0, i) + 1}, column {i - text.rfind(chr(10), 0, i)}"
+
+    def skip(i: int) -> int:
+        return _SPACE.match(text, i).end()  # type: ignore[union-attr]
+
+    index, i = 0, skip(text.index("[") + 1)
+    if text.startswith("]", i):
+        i += 1
+    else:
+        while True:
+            try:
+                obj, i = decoder.raw_decode(text, i)
+            except json.JSONDecodeError as err:
+                raise RecordFormatError(
+                    f"{source}: Record {index} is not JSON ({at(err.pos)}: {err.msg})."
+                ) from None
+            yield f"{source}: Record {index}", obj
+            i = skip(i)
+            if text.startswith(",", i):
+                index, i = index + 1, skip(i + 1)
+            elif text.startswith("]", i):
+                i += 1
+                break
+            else:
+                raise RecordFormatError(f"{source}: after Record {index}, expected ',' or ']' ({at(i)}).")
+    if skip(i) < len(text):
+        raise RecordFormatError(f"{source}: data after the array ({at(skip(i))}).")
 
 
 def _columns_from_scan(data: bytes, s: Any) -> list[RecordColumns] | None:
@@ -89,10 +153,13 @@ def _columns_from_scan(data: bytes, s: Any) -> list[RecordColumns] | None:
         if decode_hex(b, s.x_start[sample_ids], s.x_end[sample_ids], gn + gp, bits) >= 0:
             return None
         bits = bits.reshape(len(rows), gK, gn + gp)
-        exp = tuple(
-            data[a:e].decode("utf-8") if a >= 0 else "grid"
-            for a, e in zip(s.exp_start[rows].tolist(), s.exp_end[rows].tolist(), strict=True)
-        )
+        try:
+            exp = tuple(
+                data[a:e].decode("utf-8") if a >= 0 else "grid"
+                for a, e in zip(s.exp_start[rows].tolist(), s.exp_end[rows].tolist(), strict=True)
+            )
+        except UnicodeDecodeError:
+            return None
         groups.append(
             RecordColumns(
                 n=gn, p=gp, d=gd, g=gg, index=rows.astype(np.int64), prefix=prefix, target=target,

@@ -79,15 +79,47 @@ def write_parquet(path: str | Path, groups: Sequence[RecordColumns]) -> int:
     return table.num_rows
 
 
+_KINDS = {  # each column a records file needs (exp is optional), and what it holds
+    "exp": "strings",
+    "n": "integers",
+    "p": "integers",
+    "d_max": "integers",
+    "g": "integers",
+    "prefix": "lists of integers",
+    "target": "lists of integers",
+    "bits": "binary",
+    "labels": "binary",
+}
+_KIND_CHECKS = {
+    "strings": lambda pa, t: pa.types.is_string(t) or pa.types.is_large_string(t),
+    "integers": lambda pa, t: pa.types.is_integer(t),
+    "lists of integers": lambda pa, t: (
+        (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type)
+    ),
+    "binary": lambda pa, t: pa.types.is_binary(t),
+}
+
+
 def read_parquet(path: Path) -> list[RecordColumns]:
     pa, pq = require_pyarrow()
     try:
         table = pq.read_table(str(path))
     except (OSError, pa.ArrowInvalid) as err:
         raise RecordFormatError(f"{path} is not a readable Parquet file: {err}") from None
-    missing = {"n", "p", "d_max", "g", "prefix", "target", "bits", "labels"} - set(table.column_names)
+    missing = set(_KINDS) - {"exp"} - set(table.column_names)
     if missing:
         raise RecordFormatError(f"Parquet records in {path} lack the columns {sorted(missing)}.")
+    for name, kind in _KINDS.items():
+        if name not in table.column_names:
+            continue
+        column = table.column(name)
+        if not _KIND_CHECKS[kind](pa, column.type):
+            raise RecordFormatError(
+                f"Parquet records in {path}: column {name!r} holds {column.type}, not {kind}."
+            )
+        if column.null_count:
+            row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+            raise RecordFormatError(f"Parquet records in {path}: column {name!r} is null at record {row}.")
 
     def ints(name: str) -> np.ndarray:
         return table.column(name).to_numpy().astype(np.int64)
@@ -108,11 +140,13 @@ def read_parquet(path: Path) -> list[RecordColumns]:
     K = np.diff(lab_off)
     exp = table.column("exp").to_pylist() if "exp" in table.column_names else ["grid"] * len(n)
     k = d - 1
-    bad = (np.diff(pre_off) != g * k) | (np.diff(tgt_off) != k) | (g >= n) | (p > MAX_PAYLOAD_BITS) | (d < 2)
+    bad = (np.diff(pre_off) != g * k) | (np.diff(tgt_off) != k) | (g >= n) | (g < 0)
+    bad |= (p < 1) | (p > MAX_PAYLOAD_BITS) | (d < 2) | (d - 1 > p)
     bad |= np.diff(bit_off) != K * ((n + p + 7) // 8)
     if bad.any():
         raise RecordFormatError(
-            f"Parquet record {int(np.flatnonzero(bad)[0])} of {path} has inconsistent sizes."
+            f"Parquet record {int(np.flatnonzero(bad)[0])} of {path} has inconsistent sizes (n, p, d_max, g, "
+            "the prefix's and target's lengths and the samples' bytes must agree)."
         )
     groups = []
     for rows in shapes(n, p, d, g, K):

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from gf2env.combinatorics import MAX_PAYLOAD_BITS
 from gf2env.errors import InvalidActionError, RecordFormatError
 from gf2env.oracle import (
     Evidence,
@@ -99,12 +100,25 @@ class Record:
         missing = {"n", "p", "d_max", "g", "prefix", "target", "samples"} - set(obj)
         if missing:
             raise RecordFormatError(f"Record lacks the fields {sorted(missing)}.")
-        n, p, d, g = (int(obj[key]) for key in ("n", "p", "d_max", "g"))
+        n, p, d, g = (_count(obj, key) for key in ("n", "p", "d_max", "g"))
+        if not 1 <= p <= MAX_PAYLOAD_BITS:
+            raise RecordFormatError(f"Record has p={p}; the payload has 1 to {MAX_PAYLOAD_BITS} bits.")
+        if not 2 <= d <= p + 1:
+            raise RecordFormatError(f"Record has d_max={d}; need 2 <= d_max <= p+1={p + 1}.")
+        for key in ("prefix", "samples"):
+            if not isinstance(obj[key], list):
+                raise RecordFormatError(f"Record's {key}={short_repr(obj[key])} is not a list.")
+        exp = obj.get("exp", "grid")
+        if not isinstance(exp, str):
+            raise RecordFormatError(f"Record's exp={short_repr(exp)} is not a string.")
         try:
             prefix = _terms(obj["prefix"], p, d - 1)
+        except InvalidActionError as err:
+            raise RecordFormatError(f"Record with g={g} has an invalid term in its prefix: {err}") from err
+        try:
             target = check_support(obj["target"], p, d - 1)
         except InvalidActionError as err:
-            raise RecordFormatError(f"Record with g={g} has an invalid term: {err}") from err
+            raise RecordFormatError(f"Record with g={g} has an invalid term as its target: {err}") from err
         if len(prefix) != g:
             raise RecordFormatError(f"Record says g={g} but its prefix has {len(prefix)} terms.")
         if not g < n:
@@ -119,8 +133,22 @@ class Record:
             address=bits[:, :n],
             payload=bits[:, n:],
             labels=labels,
-            exp=str(obj.get("exp", "grid")),
+            exp=exp,
         )
+
+
+def short_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters for an error message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _count(obj: dict[str, Any], key: str) -> int:
+    """The record's field ``key``: a JSON integer >= 0 (no bools, floats, strings or nulls)."""
+    value = obj[key]
+    if type(value) is not int or value < 0:
+        raise RecordFormatError(f"Record's {key}={short_repr(value)} is not a non-negative integer.")
+    return value
 
 
 def _hex_rows(bits: np.ndarray) -> list[str]:
@@ -160,7 +188,12 @@ def _sample_bits(samples: Any, n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
         xs = [s["x"] for s in samples]
         ys = [s["y"] for s in samples]
     except (KeyError, TypeError):
-        raise RecordFormatError("Every sample needs 'x' (a hex string) and 'y' (0 or 1).") from None
+        j, bad = next(
+            (j, s) for j, s in enumerate(samples) if not (isinstance(s, dict) and {"x", "y"} <= set(s))
+        )
+        raise RecordFormatError(
+            f"Sample {j} is {short_repr(bad)}; every sample needs 'x' (a hex string) and 'y' (0 or 1)."
+        ) from None
     padded = []
     for x in xs:
         if not isinstance(x, str):
@@ -183,7 +216,7 @@ def _sample_bits(samples: Any, n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
         raise RecordFormatError(f"Sample x={bad} has more than n+p={width} bits for n={n}, p={p}.")
     for y in ys:
         if type(y) not in (int, bool) or y not in (0, 1):
-            raise RecordFormatError(f"Sample label y={y!r} is not 0 or 1.")
+            raise RecordFormatError(f"Sample label y={short_repr(y)} is not 0 or 1.")
     return np.ascontiguousarray(bits[:, extra:]), np.array(ys, dtype=np.uint8).reshape(len(ys))
 
 
