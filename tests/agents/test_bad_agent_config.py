@@ -53,3 +53,9 @@ def test_compare_negative_seed_is_a_config_error(tmp_path):
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.startswith("gf2: error: seed=-1"), proc.stderr[-2000:]
+
+
+def test_demo_negative_seed_is_a_config_error():
+    proc = run_cli("demo", "--seed", "-1", "--episodes", "1")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.startswith("gf2: error: --seed=-1"), proc.stderr[-2000:]
