@@ -22,7 +22,7 @@ BAD_LLM_FIELDS = [
     ("max_tokens: 1.5", "max_tokens=1.5 is not an integer"),
     ("base_url: 3", "base_url=3 is not a string or a list of strings"),
     ("stop: 5", "stop=5 is not a string or a list of strings"),
-    ("tools: 'yes'", "tools='yes' is not true or false"),
+    ("samples: '2'", "samples='2' is not an integer"),
 ]
 
 
