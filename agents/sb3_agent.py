@@ -63,7 +63,38 @@ def load_sb3(spec: SB3Spec) -> Any:
     path = Path(spec.path)
     if not path.exists():
         raise GF2ConfigError(f"SB3 checkpoint {path} does not exist; train one with gf2 train sb3.")
+    check_algorithm(path, spec.algo)
     return getattr(sb3, spec.algo.upper()).load(str(path), device="cpu")
+
+
+def check_algorithm(path: Path, algo: str) -> None:
+    """Refuse a checkpoint whose policy class (stored in the zip) is not one ``algo`` trains: SB3 would
+    otherwise fail deep inside ``load`` (a DQN zip read as PPO, or the reverse). PPO and A2C share
+    their policies, so a checkpoint of one loads, and acts the same, as the other."""
+    import stable_baselines3 as sb3
+    from stable_baselines3.common.save_util import load_from_zip_file
+
+    try:
+        data, _, _ = load_from_zip_file(path, device="cpu", load_data=True)
+    except Exception as err:  # SB3 raises ValueError, zipfile errors or unpickling errors
+        raise GF2ConfigError(
+            f"SB3 checkpoint {path} could not be read ({type(err).__name__}: {err}); pass the .zip a "
+            "gf2 train sb3 run saved."
+        ) from None
+    policy = (data or {}).get("policy_class")
+    fits = [
+        name
+        for name in SB3_ALGOS
+        if isinstance(policy, type)
+        and any(issubclass(policy, cls) for cls in getattr(sb3, name.upper()).policy_aliases.values())
+    ]
+    if algo not in fits:
+        found = " or ".join(fits) if fits else "no algorithm of " + "/".join(SB3_ALGOS)
+        name = getattr(policy, "__name__", repr(policy))
+        raise GF2ConfigError(
+            f"SB3 checkpoint {path} holds a {name} policy, trained by {found}, not algo={algo!r}; "
+            f"pass the algo it was trained with{f' (algo: {fits[0]})' if fits else ''}."
+        )
 
 
 def observations(records: list[Record], n: int) -> dict[str, np.ndarray]:
@@ -138,4 +169,4 @@ class SB3Agent(ChecksSupport):
         return Estimate(action=actions, tie_size=ties, gamma=gamma, argmax_accuracy=correct)
 
 
-__all__ = ["SB3_ALGOS", "SB3Agent", "SB3Spec", "load_sb3", "observations"]
+__all__ = ["SB3_ALGOS", "SB3Agent", "SB3Spec", "check_algorithm", "load_sb3", "observations"]

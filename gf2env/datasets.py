@@ -22,6 +22,7 @@ from gf2env.hf_dataset import DatasetSpec, Split, parse_splits, split_seed, writ
 from gf2env.oracle import SAMPLING_MODES
 from gf2env.record_columns import generate_columns
 from gf2env.record_parquet import PARQUET_SUFFIXES, write_parquet
+from gf2env.records import check_seed
 from gf2env.settings import PER_DEPTH, TaskSettings
 from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS
 
@@ -50,11 +51,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     trials = args.trials if args.trials is not None else preset.trials
     n = preset.n if args.n is None else (None if args.n == PER_DEPTH else args.n)
     task = preset.task
+    check_seed(args.seed, "--seed")
     settings = TaskSettings(
-        p=args.p or task.p,
-        d=args.d or task.d,
-        K=args.K or task.K,
-        sampling=args.sampling or task.sampling,
+        p=task.p if args.p is None else args.p,
+        d=task.d if args.d is None else args.d,
+        K=task.K if args.K is None else args.K,
+        sampling=task.sampling if args.sampling is None else args.sampling,
         w=args.w,
     )
     config = settings.config(max(depths) + 1 if n is None else n)

@@ -9,8 +9,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from gf2env.combinatorics import rank_support, unrank_support
-from gf2env.errors import GF2ConfigError, InvalidActionError
+from gf2env.combinatorics import MAX_SUPPORT_TABLE, rank_support, unrank_support
+from gf2env.errors import GF2ConfigError, InvalidActionError, ResetNeededError
 from gf2env.oracle import Evidence, Instance, TaskConfig
 from gf2env.posterior import StepBatch, bayes_ceiling
 from gf2env.rules import DEFAULT_MAX_ATTEMPTS, STEP_MODES, check_support, step_transition
@@ -143,6 +143,12 @@ class GF2ReconEnv(gym.Env):
         if not isinstance(bayes_ceiling, (bool, np.bool_)):
             raise GF2ConfigError(f"bayes_ceiling={bayes_ceiling!r} is not a bool; pass True or False.")
         self.bayes_ceiling = bool(bayes_ceiling)
+        if self.bayes_ceiling and self.config.num_candidates > MAX_SUPPORT_TABLE:
+            raise GF2ConfigError(
+                f"bayes_ceiling=True enumerates every candidate term, but p={self.config.p}, "
+                f"d={self.config.d} has C(p, d-1) = {self.config.num_candidates} of them, over the limit of "
+                f"{MAX_SUPPORT_TABLE}; pass a smaller p or d, or bayes_ceiling=False."
+            )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise GF2ConfigError(
                 f"render_mode={render_mode!r} is not supported; pass one of "
@@ -238,7 +244,7 @@ class GF2ReconEnv(gym.Env):
 
     def step(self, action: Any) -> tuple[Observation, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._done or self._instance is None:
-            raise RuntimeError("step() called on a finished or unreset episode; call reset() first.")
+            raise ResetNeededError("step() called on a finished or unreset episode; call reset() first.")
         support = self._action_support(action)
         g = self._depth
         target = self._instance.term(g)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gymnasium.error import ResetNeeded
+
 
 class GF2ConfigError(ValueError):
     """An invalid task configuration (p, d, n, K, w, sampling mode, step mode, ...)."""
@@ -13,6 +15,12 @@ class MissingExtraError(GF2ConfigError):
 
 class InvalidActionError(ValueError):
     """An action that is not in the action space, or an index set that is not a term."""
+
+
+class ResetNeededError(ResetNeeded, RuntimeError):
+    """``step()`` before ``reset()`` (or after the episode ended, where nothing resets by itself).
+
+    Gymnasium's :class:`~gymnasium.error.ResetNeeded`, so code that handles Gymnasium's own catches it."""
 
 
 class RecordFormatError(ValueError):

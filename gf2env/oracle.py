@@ -67,6 +67,7 @@ class TaskConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise GF2ConfigError(f"{name}={value!r} is not an integer; pass an int.")
+            object.__setattr__(self, name, int(value))  # numpy ints become ints (Gymnasium's spaces)
         if self.d < 2:
             raise GF2ConfigError(
                 f"d={self.d} is less than the minimum 2: a term needs at least one payload index "
@@ -98,6 +99,7 @@ class TaskConfig:
                 )
             if isinstance(self.w, bool) or not isinstance(self.w, (int, np.integer)):
                 raise GF2ConfigError(f"w={self.w!r} is not an integer; pass an int or None.")
+            object.__setattr__(self, "w", int(self.w))
             if not self.d - 1 <= self.w <= self.p:
                 raise GF2ConfigError(
                     f"w={self.w} is outside [d-1, p] = [{self.d - 1}, {self.p}]: below d-1 no term "

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from gf2env.combinatorics import MAX_PAYLOAD_BITS
-from gf2env.errors import InvalidActionError, RecordFormatError
+from gf2env.errors import GF2ConfigError, InvalidActionError, RecordFormatError
 from gf2env.oracle import (
     Evidence,
     Instance,
@@ -228,15 +228,22 @@ def write_records(path: str | Path, records: Iterable[Record]) -> int:
 
 
 # ---------------------------------------------------------------------- generation
+def check_seed(seed: Any, what: str = "seed") -> int:
+    """``seed`` as an int >= 0, the seeds numpy's ``SeedSequence`` takes (a typed error otherwise)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise GF2ConfigError(f"{what}={seed!r} is not an integer >= 0; pass a seed of 0 or more.")
+    return int(seed)
+
+
 def record_rng(seed: int, g: int, trial: int) -> np.random.Generator:
     """The generator of record ``trial`` at depth ``g``: a pure function of (seed, g, trial)."""
-    return np.random.default_rng([seed, g, trial])
+    return np.random.default_rng([check_seed(seed), g, trial])
 
 
 def mixed_depth(seed: int, index: int, depths: Sequence[int]) -> int:
     """The depth of item ``index`` of a stream mixing ``depths`` (one drawn uniformly): a pure function
     of ``(seed, index, depths)``. The training prompts and the reasoning-gym items draw depths this way."""
-    return int(depths[int(np.random.default_rng([seed, index]).integers(len(depths)))])
+    return int(depths[int(np.random.default_rng([check_seed(seed), index]).integers(len(depths)))])
 
 
 def generate_record(config: TaskConfig, g: int, trial: int, seed: int, n: int | None = None) -> Record:

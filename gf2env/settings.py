@@ -11,6 +11,8 @@ list of depths.
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +112,31 @@ def check_bools(cls: Any, obj: Mapping[str, Any], where: str) -> None:
         )
 
 
+_SCALARS = {int: "an integer", float: "a number", str: "a string", bool: "true or false", type(None): "null"}
+
+
+def check_scalar_types(obj: Mapping[str, Any], cls: Any, where: str) -> None:
+    """Refuse values of ``obj`` whose type is not their field's in dataclass ``cls``, for fields typed
+    by scalars (``int``, ``float``, ``str``, ``bool``, each optionally ``| None``): a config's
+    ``max_tokens: 1.5`` or ``temperature: hot`` is an error naming key, value and type, not a crash later.
+    An int is a number; a bool is neither an int nor a number."""
+    hints = typing.get_type_hints(cls)
+    for key, value in obj.items():
+        hint = hints.get(key)
+        if hint is None:
+            continue
+        kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        if not all(kind in _SCALARS for kind in kinds):
+            continue
+        if isinstance(value, bool):
+            ok = bool in kinds
+        else:
+            ok = any(isinstance(value, kind) for kind in kinds) or (float in kinds and isinstance(value, int))
+        if not ok:
+            expected = " or ".join(_SCALARS[kind] for kind in kinds)
+            raise GF2ConfigError(f"{where}: {key}={value!r} is not {expected}; pass {expected}.")
+
+
 def dataclass_from_mapping(
     cls: Callable[..., T],
     obj: Any,
@@ -151,6 +178,7 @@ __all__ = [
     "check_bools",
     "check_depths",
     "check_keys",
+    "check_scalar_types",
     "dataclass_from_mapping",
     "read_yaml_mapping",
 ]

@@ -26,7 +26,7 @@ from gf2env.combinatorics import (
     unrank_support,
 )
 from gf2env.env import GF2ReconEnv
-from gf2env.errors import GF2ConfigError, InvalidActionError
+from gf2env.errors import GF2ConfigError, InvalidActionError, ResetNeededError
 from gf2env.posterior import StepBatch, bayes_ceiling
 from gf2env.rules import step_transition
 from gf2env.streams import Buffers, make_stream
@@ -204,6 +204,8 @@ class GF2ReconVectorEnv(VectorEnv):
         self, actions: Any
     ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         c, N = self.config, self.num_envs
+        if not self._seeded:
+            raise ResetNeededError("step() called before the first reset(); call reset() first.")
         support = self._decode_actions(actions)
         resetting = self._needs_reset.copy()
         live = ~resetting

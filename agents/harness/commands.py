@@ -200,7 +200,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from agents.estimator_policy import EstimatorPolicy
     from gf2env.env import GF2ReconEnv
+    from gf2env.records import check_seed
 
+    check_seed(args.seed, "--seed")
     env = gym.make("GF2Recon-v1", p=args.p, d=args.d, n=args.n, K=args.K, sampling=args.sampling)
     unwrapped = env.unwrapped
     assert isinstance(unwrapped, GF2ReconEnv)

@@ -18,7 +18,7 @@ from gf2env.errors import GF2ConfigError
 from gf2env.oracle import SAMPLING_MODES, TaskConfig
 from gf2env.posterior import StepBatch
 from gf2env.record_columns import RecordColumns, check_trials, columns_from_records, generate_columns
-from gf2env.records import Record
+from gf2env.records import Record, check_seed
 from gf2env.settings import TaskSettings, check_depths
 
 
@@ -43,6 +43,7 @@ class Grid:
         if self.trials < 1:
             raise GF2ConfigError(f"trials={self.trials} is less than the minimum 1; pass trials >= 1.")
         check_depths(self.depths, "depths")
+        check_seed(self.seed)
         for mode in self.sampling:
             if mode not in SAMPLING_MODES:
                 raise GF2ConfigError(f"sampling={mode!r} is not one of {SAMPLING_MODES}.")

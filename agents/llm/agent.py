@@ -36,7 +36,7 @@ from agents.llm.planning import plan_queries
 from agents.llm.queries import APIS, Backend, SamplingParams
 from agents.llm.query_log import QueryLog, entry_action, log_entry
 from gf2env.errors import GF2ConfigError
-from gf2env.settings import check_bools, check_keys
+from gf2env.settings import check_bools, check_keys, check_scalar_types
 from gf2env.text.prompt import PAPER_PROMPT_ID, check_prompt_id
 
 SERVED_BACKENDS = ("vllm", "openai")  # OpenAI-compatible servers (vllm serve, transformers serve, ...)
@@ -149,6 +149,14 @@ class LLMSpec:
         check_keys(obj, allowed, "llm")
         check_bools(cls, obj, "llm")
         check_bools(SamplingParams, obj, "llm")
+        check_scalar_types(obj, cls, "llm")
+        check_scalar_types(obj, SamplingParams, "llm")
+        for key in ("base_url", "stop"):
+            value = obj.get(key, ())
+            if not isinstance(value, str) and not (
+                isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value)
+            ):
+                raise GF2ConfigError(f"llm: {key}={value!r} is not a string or a list of strings; pass one.")
         urls = obj.get("base_url", ())
         urls = (urls,) if isinstance(urls, str) else tuple(urls)
         engine_args = obj.get("engine_args", {})

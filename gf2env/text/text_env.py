@@ -19,7 +19,7 @@ from gymnasium import spaces
 
 from gf2env.combinatorics import rank_support
 from gf2env.env import GF2ReconEnv
-from gf2env.errors import GF2ConfigError, InvalidActionError
+from gf2env.errors import GF2ConfigError, InvalidActionError, ResetNeededError
 from gf2env.text.answers import score_answer
 from gf2env.text.prompt import PAPER_PROMPT_ID, Prompt, check_prompt_id, render_prompt
 
@@ -106,7 +106,7 @@ class GF2ReconTextEnv(gym.Wrapper):
                 f"GF2ReconText-v1 takes the model's reply as a str, not {type(action).__name__}."
             )
         if self._prompt is None or self.inner.instance is None:
-            raise RuntimeError("step() called on a finished or unreset episode; call reset() first.")
+            raise ResetNeededError("step() called on a finished or unreset episode; call reset() first.")
         c = self.config
         g = self.inner.depth
         target = self.inner.instance.term(g)

@@ -120,3 +120,24 @@ def test_sb3_config_errors_name_the_fix(tmp_path):
     bad.write_text("env: {}\nppo_hyper: {}\n")
     with pytest.raises(GF2ConfigError, match=r"unknown keys \['ppo_hyper'\]"):
         load_sb3_config(bad)
+
+
+def test_a_checkpoint_of_another_algorithm_is_a_config_error(trained, tmp_path):
+    dqn = trained["dqn"] / "final.zip"
+    config = tmp_path / "compare.yaml"
+    config.write_text(
+        f"agents: [A, {{sb3: {{path: {dqn}, algo: ppo}}}}]\n"
+        f"grid: {{p: [6], d: [3], K: [8], depths: [0], trials: 5}}\nout: {tmp_path / 'out'}\n"
+    )
+    run = subprocess.run([sys.executable, "-m", "gf2env", "compare", "--config", str(config), "--quiet"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
+    assert run.returncode == 2, run.stderr[-3000:]
+    assert run.stderr.startswith(
+        f"gf2: error: SB3 checkpoint {dqn} holds a MultiInputPolicy policy, trained by dqn"
+    )
+    assert "not algo='ppo'" in run.stderr and "(algo: dqn)" in run.stderr
+    with pytest.raises(GF2ConfigError, match=r"trained by ppo or a2c, not algo='dqn'"):
+        SB3Agent(SB3Spec(str(trained["ppo"] / "final.zip"), "dqn"))
+    (tmp_path / "not.zip").write_text("not a zip")
+    with pytest.raises(GF2ConfigError, match="could not be read"):
+        SB3Agent(SB3Spec(str(tmp_path / "not.zip"), "ppo"))

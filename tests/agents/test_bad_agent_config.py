@@ -1,0 +1,61 @@
+"""Careless compare configs reach users as ``gf2: error: ...`` naming the fix, not a traceback (issue 19)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from agents.llm.agent import LLMSpec
+from gf2env.errors import GF2ConfigError
+from tests.paths import REPO
+
+
+def run_cli(*args, cwd=REPO):
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "gf2env", *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd
+    )
+
+
+BAD_LLM_FIELDS = [
+    ("temperature: hot", "temperature='hot' is not a number"),
+    ("max_tokens: 1.5", "max_tokens=1.5 is not an integer"),
+    ("base_url: 3", "base_url=3 is not a string or a list of strings"),
+    ("stop: 5", "stop=5 is not a string or a list of strings"),
+    ("samples: '2'", "samples='2' is not an integer"),
+]
+
+
+@pytest.mark.parametrize("field, message", BAD_LLM_FIELDS)
+def test_wrong_typed_llm_fields_are_config_errors(tmp_path, field, message):
+    config = tmp_path / "compare.yaml"
+    config.write_text(
+        "agents:\n  - llm:\n      model: m\n      base_url: http://127.0.0.1:9\n"
+        f"      {field}\ngrid: {{depths: [0], trials: 2}}\nout: {tmp_path / 'out'}\n"
+    )
+    proc = run_cli("compare", "--config", str(config), "--quiet")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.startswith("gf2: error: ") and message in proc.stderr, proc.stderr[-2000:]
+
+
+def test_right_typed_llm_fields_still_build_a_spec():
+    spec = LLMSpec.from_mapping(
+        {"model": "m", "base_url": ["http://a", "http://b"], "temperature": 0, "max_tokens": 8, "stop": "x"}
+    )
+    assert spec.sampling.temperature == 0 and spec.base_urls == ("http://a", "http://b")
+    with pytest.raises(GF2ConfigError, match="name=3 is not a string or null"):
+        LLMSpec.from_mapping({"model": "m", "base_url": "http://a", "name": 3})
+
+
+def test_compare_negative_seed_is_a_config_error(tmp_path):
+    proc = run_cli(
+        "compare", "--agents", "A", "--depths", "0", "--trials", "2", "--seed", "-1", "--out", str(tmp_path)
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.startswith("gf2: error: seed=-1"), proc.stderr[-2000:]
+
+
+def test_demo_negative_seed_is_a_config_error():
+    proc = run_cli("demo", "--seed", "-1", "--episodes", "1")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.startswith("gf2: error: --seed=-1"), proc.stderr[-2000:]

@@ -1,0 +1,89 @@
+"""Careless input to the task layer: wrong numbers and untyped crashes become typed errors (issue 19)."""
+
+import json
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import gf2env  # noqa: F401  (registers the envs)
+from gf2env.errors import GF2ConfigError, ResetNeededError
+from gf2env.oracle import TaskConfig
+from gf2env.records import generate_record
+from gf2env.vector import GF2ReconVectorEnv
+from tests.paths import REPO
+
+
+def run_cli(*args):
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "gf2env", *args], capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+@pytest.mark.parametrize("flag, key", [("--p", "p"), ("--d", "d"), ("--K", "K")])
+def test_generate_zero_sizes_are_refused_not_replaced_by_defaults(tmp_path, flag, key):
+    out = tmp_path / "zero.json"
+    proc = run_cli("generate", "--trials", "1", flag, "0", "--out", str(out))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("gf2: error: ") and f"{key}=0" in proc.stderr
+    assert not out.exists()
+
+
+def test_generate_given_sizes_are_written(tmp_path):
+    out = tmp_path / "small.json"
+    proc = run_cli("generate", "--trials", "1", "--p", "6", "--d", "2", "--K", "3", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    [obj] = json.loads(out.read_text())
+    assert (obj["p"], obj["d_max"], len(obj["samples"])) == (6, 2, 3)
+
+
+def test_generate_negative_seed_is_a_config_error(tmp_path):
+    proc = run_cli("generate", "--trials", "1", "--seed", "-1", "--out", str(tmp_path / "neg.json"))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("gf2: error: --seed=-1"), proc.stderr
+    with pytest.raises(GF2ConfigError, match="seed=-1"):
+        generate_record(TaskConfig(n=4), 0, 0, -1)
+
+
+def test_env_reset_negative_seed_raises_gymnasium_error():
+    env = gym.make("GF2Recon-v1", n=4)
+    with pytest.raises(gym.error.Error, match="-1"):
+        env.reset(seed=-1)
+
+
+def test_vector_step_before_reset_raises():
+    env = GF2ReconVectorEnv(2, n=4)
+    with pytest.raises(ResetNeededError, match=r"reset\(\)"):
+        env.step(np.zeros(2, dtype=np.int64))
+    env.reset(seed=0)
+    env.step(np.zeros(2, dtype=np.int64))  # fine once reset
+
+
+@pytest.mark.parametrize("env_id, action", [("GF2Recon-v1", 0), ("GF2ReconText-v1", "{0, 1, 2}")])
+def test_single_and_text_env_step_before_reset_raise(env_id, action):
+    env = gym.make(env_id, n=4).unwrapped  # past Gymnasium's order-enforcing wrapper
+    with pytest.raises(ResetNeededError, match=r"reset\(\)"):
+        env.step(action)
+    assert isinstance(ResetNeededError("x"), gym.error.ResetNeeded)
+
+
+@pytest.mark.parametrize("key", ["p", "d", "n", "K", "w"])
+def test_numpy_integer_sizes_work_through_gym_make(key):
+    sizes = {"p": 12, "d": 4, "n": 6, "K": 32, "w": 5}
+    sizes[key] = np.int64(sizes[key])
+    env = gym.make("GF2Recon-v1", **sizes)
+    obs, _ = env.reset(seed=0)
+    assert obs["labels"].shape == (32,) and obs["prefix"].shape == (6, 12)
+    env.step(0)
+    assert type(env.unwrapped.config.__dict__[key]) is int
+
+
+def test_bayes_ceiling_too_many_candidates_refused_at_construction():
+    with pytest.raises(GF2ConfigError, match=r"bayes_ceiling.*2035800.*2000000"):
+        gym.make("GF2Recon-v1", p=30, d=8, n=8, bayes_ceiling=True)
+    with pytest.raises(GF2ConfigError, match="bayes_ceiling"):
+        GF2ReconVectorEnv(2, p=30, d=8, n=8, bayes_ceiling=True)
+    gym.make("GF2Recon-v1", p=30, d=8, n=8)  # without the ceiling the size is fine
