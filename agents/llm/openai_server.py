@@ -2,7 +2,8 @@
 
 ``/v1/chat/completions`` or ``/v1/completions``, async with a bounded number of requests in flight
 per server, queries dealt round-robin over the servers (data-parallel replicas), and retries with
-exponential backoff on connection errors, timeouts, 429/5xx and bodies that are not a completion;
+exponential backoff on connection errors, timeouts (``timeout`` is the deadline of a whole request,
+its reply's body included), 429/5xx and bodies that are not a completion;
 a retry goes to the next server. What still fails is reported as a completion with ``error`` set,
 never raised.
 
@@ -25,6 +26,10 @@ from gf2env.errors import GF2ConfigError
 
 class BadResponseError(Exception):
     """A server answered, but not with a usable completion."""
+
+
+class DeadlineError(BadResponseError):
+    """A request's whole response (headers and body) did not arrive within its deadline."""
 
 
 def request_body(query: Query, params: SamplingParams, model: str) -> dict[str, Any]:
@@ -80,7 +85,9 @@ class OpenAICompatibleBackend(Backend):
         base_urls: server roots such as ``http://127.0.0.1:8000`` (``/v1`` is added if missing).
         model: the served model's name.
         concurrency: requests in flight per server.
-        timeout: seconds a request may take.
+        timeout: seconds one HTTP request may take in all, from sending it to the last byte of the
+            reply (a deadline, not a per-read timeout: a server dripping its body a byte at a time
+            meets it too); a request past it is retried like any timeout.
         max_retries: retries of a failing request (so ``max_retries + 1`` attempts at most).
         backoff: seconds before the first retry; doubled each time.
         api_key: sent as a bearer token when given.
@@ -150,7 +157,7 @@ class OpenAICompatibleBackend(Backend):
                         if room == 0:  # nothing left of the context: cut off before the first token
                             return Completion(query.key, "", count, 0, "length", 0.0, attempt + 1, url)
                         body["max_tokens"] = room
-                    response = await client.post(url + path, json=body)
+                    response = await self._post(client, url + path, body)
                     latency = time.perf_counter() - start
                     if response.status_code == 429 or response.status_code >= 500:
                         raise BadResponseError(f"HTTP {response.status_code}: {response.text[:200]}")
@@ -175,12 +182,19 @@ class OpenAICompatibleBackend(Backend):
             query.key, attempts=self.max_retries + 1, server=url, error=errors[-1], errors=errors
         )
 
+    async def _post(self, client: Any, url: str, body: dict[str, Any]) -> Any:
+        """POST ``body`` and read the whole reply within the deadline ``timeout``, or DeadlineError."""
+        try:
+            return await asyncio.wait_for(client.post(url, json=body), self.timeout)
+        except asyncio.TimeoutError:
+            raise DeadlineError(f"no whole reply within the deadline of {self.timeout:g} s") from None
+
     async def _count(self, client: Any, url: str, body: dict[str, Any]) -> int:
         """The prompt's tokens by the server's ``/tokenize`` (at the root, beside ``/v1``)."""
         ask: dict[str, Any] = {k: body[k] for k in ("model", "messages", "prompt") if k in body}
         if "messages" in ask:
             ask["add_generation_prompt"] = True
-        response = await client.post(url.removesuffix("/v1") + "/tokenize", json=ask)
+        response = await self._post(client, url.removesuffix("/v1") + "/tokenize", ask)
         if response.status_code == 404:
             raise GF2ConfigError(
                 f"{url} has no /tokenize, so max_model_len cannot be applied there; serve with vLLM or "
@@ -194,4 +208,4 @@ class OpenAICompatibleBackend(Backend):
             raise BadResponseError(f"/tokenize: no count ({type(err).__name__}: {err})") from None
 
 
-__all__ = ["BadResponseError", "OpenAICompatibleBackend", "parse_response", "request_body"]
+__all__ = ["BadResponseError", "DeadlineError", "OpenAICompatibleBackend", "parse_response", "request_body"]

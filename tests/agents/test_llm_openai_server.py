@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections import Counter
 
 import pytest
@@ -100,3 +101,13 @@ def test_request_body_of_each_api():
     q = queries(1)[0]
     assert request_body(q, SamplingParams(stop=("</answer>",)), "m")["stop"] == ["</answer>"]
     assert request_body(q, SamplingParams(), "m")["messages"][1]["content"] == "find the term"
+
+
+def test_a_server_dripping_its_body_meets_the_deadline_of_a_request_and_is_retried(server):
+    # Each byte comes within 50 ms (a per-read timeout never fires); the whole body takes ~10 s.
+    backend = OpenAICompatibleBackend([f"{server.url}/drip"], model="tiny", timeout=0.5, backoff=0.01)
+    start = time.monotonic()
+    out = run(backend, queries(2))
+    assert time.monotonic() - start < 4
+    for c in out.values():
+        assert c.error is None and c.attempts == 2 and "deadline" in c.errors[0], c
