@@ -15,7 +15,6 @@ the context, so a long conversation (tool mode) ends cut off, never refused with
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -67,15 +66,21 @@ def parse_response(payload: Any, api: str) -> tuple[str, int | None, int | None,
         usage = payload.get("usage") or {}
         stop = choice.get("stop_reason")
         stop_reason = stop if isinstance(stop, str) else None
-        return (
-            text,
-            usage.get("prompt_tokens"),
-            usage.get("completion_tokens"),
-            choice.get("finish_reason"),
-            stop_reason,
-        )
+        finish = choice.get("finish_reason")
+        if finish is not None and not isinstance(finish, str):
+            raise TypeError(f"finish_reason is {type(finish).__name__}")
+        tokens = _count_of(usage, "prompt_tokens"), _count_of(usage, "completion_tokens")
+        return text, *tokens, finish, stop_reason
     except (KeyError, IndexError, TypeError, AttributeError) as err:
         raise BadResponseError(f"not a {api} completion ({type(err).__name__}: {err})") from None
+
+
+def _count_of(usage: dict[str, Any], name: str) -> int | None:
+    """A token count of ``usage``: absent, or a whole number >= 0 (anything else: TypeError)."""
+    value = usage.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise TypeError(f"usage.{name} is {value!r}, not a count")
+    return value
 
 
 class OpenAICompatibleBackend(Backend):
@@ -168,7 +173,7 @@ class OpenAICompatibleBackend(Backend):
                         )
                     try:
                         payload = response.json()
-                    except json.JSONDecodeError:
+                    except ValueError:  # not JSON, or not UTF-8
                         raise BadResponseError(f"body is not JSON: {response.text[:200]!r}") from None
                     text, p_tok, c_tok, finish, stop = parse_response(payload, query.api)
                     return Completion(
@@ -183,11 +188,16 @@ class OpenAICompatibleBackend(Backend):
         )
 
     async def _post(self, client: Any, url: str, body: dict[str, Any]) -> Any:
-        """POST ``body`` and read the whole reply within the deadline ``timeout``, or DeadlineError."""
+        """POST ``body`` and read the whole reply within the deadline ``timeout`` (or DeadlineError; a
+        body that does not decode as its ``Content-Encoding`` says: BadResponseError)."""
+        import httpx
+
         try:
             return await asyncio.wait_for(client.post(url, json=body), self.timeout)
         except asyncio.TimeoutError:
             raise DeadlineError(f"no whole reply within the deadline of {self.timeout:g} s") from None
+        except httpx.DecodingError as err:  # e.g. a body labelled gzip that is not
+            raise BadResponseError(f"body does not decode as its headers say ({err})") from None
 
     async def _count(self, client: Any, url: str, body: dict[str, Any]) -> int:
         """The prompt's tokens by the server's ``/tokenize`` (at the root, beside ``/v1``)."""

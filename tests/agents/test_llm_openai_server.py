@@ -60,7 +60,7 @@ def test_a_stop_string_that_ended_the_reply_is_reported_and_scored_put_back(serv
     assert plain.stop_reason is None and plain.text.endswith("]}")
 
 
-@pytest.mark.parametrize("mode", ["fail500", "slow", "garbage"])
+@pytest.mark.parametrize("mode", ["fail500", "slow", "garbage", "notutf8", "fakegzip", "strtokens"])
 def test_transient_faults_are_retried(server, mode):
     backend = OpenAICompatibleBackend([f"{server.url}/{mode}"], model="tiny", timeout=0.5, backoff=0.01)
     out = run(backend, queries(4))
@@ -68,7 +68,17 @@ def test_transient_faults_are_retried(server, mode):
         assert c.error is None and c.attempts == 2 and len(c.errors) == 1, c
 
 
-@pytest.mark.parametrize(("mode", "attempts"), [("fail500-always", 3), ("garbage-always", 3), ("bad400", 1)])
+@pytest.mark.parametrize(
+    ("mode", "attempts"),
+    [
+        ("fail500-always", 3),
+        ("garbage-always", 3),
+        ("bad400", 1),
+        ("notutf8-always", 3),
+        ("fakegzip-always", 3),
+        ("strtokens-always", 3),
+    ],
+)
 def test_persistent_faults_are_recorded_not_raised(server, mode, attempts):
     backend = OpenAICompatibleBackend([f"{server.url}/{mode}"], model="tiny", max_retries=2, backoff=0.01)
     out = run(backend, queries(3))

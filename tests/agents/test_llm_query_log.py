@@ -98,3 +98,13 @@ def test_scoring_in_the_log(server, tmp_path):
     for line in lines:
         assert line["prompt_id"] == "compact-v1" and line["response"].startswith("answer")
         assert line["correct"] == (line["score"]["failure"] == "none")
+
+
+@pytest.mark.parametrize("mode", ["notutf8", "fakegzip", "strtokens"])
+def test_a_hostile_body_is_a_retried_failure_of_its_query_not_of_the_run(server, tmp_path, mode):
+    out = tmp_path / "run"
+    done = subprocess.run(gf2_eval(f"{server.url}/{mode}", out), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = QueryLog(out / "queries.jsonl").lines()
+    assert len(lines) == 40 and all(line["status"] == "ok" and line["attempts"] == 2 for line in lines)
+    assert all(line["prompt_tokens"] == 11 and len(line["errors"]) == 1 for line in lines)
