@@ -2,7 +2,8 @@
 
 ``/v1/chat/completions`` or ``/v1/completions``, async with a bounded number of requests in flight
 per server, queries dealt round-robin over the servers (data-parallel replicas), and retries with
-exponential backoff on connection errors, timeouts (``timeout`` is the deadline of a whole request,
+exponential backoff (or the wait a 429/503's ``Retry-After`` asks, up to ``max_retry_after``, 60 s by
+default) on connection errors, timeouts (``timeout`` is the deadline of a whole request,
 its reply's body included), 429/5xx and bodies that are not a completion;
 a retry goes to the next server. What still fails is reported as a completion with ``error`` set,
 never raised.
@@ -15,8 +16,11 @@ the context, so a long conversation (tool mode) ends cut off, never refused with
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Sequence
+from datetime import timezone
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from agents.llm.queries import Backend, Callback, Completion, Query, SamplingParams
@@ -25,6 +29,32 @@ from gf2env.errors import GF2ConfigError
 
 class BadResponseError(Exception):
     """A server answered, but not with a usable completion."""
+
+
+class BusyError(BadResponseError):
+    """HTTP 429 or 503: the server asks to come back, after ``retry_after`` seconds where it says so."""
+
+    def __init__(self, message: str, retry_after: float | None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (seconds, or an HTTP-date), ``None`` if absent or
+    unreadable; never negative."""
+    if not value:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value.strip())
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = when.timestamp() - time.time()
+    return None if math.isnan(seconds) else max(0.0, seconds)
 
 
 class DeadlineError(BadResponseError):
@@ -96,6 +126,9 @@ class OpenAICompatibleBackend(Backend):
         max_retries: retries of a failing request (so ``max_retries + 1`` attempts at most).
         backoff: seconds before the first retry; doubled each time.
         api_key: sent as a bearer token when given.
+        max_retry_after: the longest wait, in seconds, that a ``Retry-After`` header (seconds or an
+            HTTP-date, on HTTP 429 and 503) may ask before a retry; the wait before a retry is the
+            longer of the backoff and that (the retry may go to the next replica all the same).
     """
 
     name = "openai-compatible"
@@ -109,6 +142,7 @@ class OpenAICompatibleBackend(Backend):
         max_retries: int = 4,
         backoff: float = 1.0,
         api_key: str | None = None,
+        max_retry_after: float = 60.0,
     ) -> None:
         if not base_urls:
             raise GF2ConfigError("No server given; pass at least one base URL, e.g. http://127.0.0.1:8000.")
@@ -121,6 +155,7 @@ class OpenAICompatibleBackend(Backend):
         self.concurrency, self.timeout = concurrency, timeout
         self.max_retries, self.backoff = max_retries, backoff
         self.api_key = api_key
+        self.max_retry_after = max_retry_after
 
     @staticmethod
     def _v1(url: str) -> str:
@@ -152,6 +187,7 @@ class OpenAICompatibleBackend(Backend):
         path = "/chat/completions" if query.api == "chat" else "/completions"
         errors: list[str] = []
         for attempt in range(self.max_retries + 1):
+            asked: float | None = None  # the wait a busy server's Retry-After asked for
             url = self.base_urls[(server + attempt) % len(self.base_urls)]
             async with gates[(server + attempt) % len(self.base_urls)]:
                 start = time.perf_counter()
@@ -164,7 +200,10 @@ class OpenAICompatibleBackend(Backend):
                         body["max_tokens"] = room
                     response = await self._post(client, url + path, body)
                     latency = time.perf_counter() - start
-                    if response.status_code == 429 or response.status_code >= 500:
+                    if response.status_code in (429, 503):
+                        after = retry_after_seconds(response.headers.get("Retry-After"))
+                        raise BusyError(f"HTTP {response.status_code}: {response.text[:200]}", after)
+                    if response.status_code >= 500:
                         raise BadResponseError(f"HTTP {response.status_code}: {response.text[:200]}")
                     if response.status_code >= 400:  # the request itself is wrong: retrying won't help
                         errors.append(f"HTTP {response.status_code}: {response.text[:500]}")
@@ -181,8 +220,12 @@ class OpenAICompatibleBackend(Backend):
                     )
                 except (httpx.TransportError, BadResponseError) as err:
                     errors.append(f"{type(err).__name__}: {err}"[:500])
+                    asked = err.retry_after if isinstance(err, BusyError) else None
             if attempt < self.max_retries:
-                await asyncio.sleep(self.backoff * 2**attempt)
+                wait = self.backoff * 2**attempt
+                if asked is not None:
+                    wait = max(wait, min(asked, self.max_retry_after))
+                await asyncio.sleep(wait)
         return Completion(
             query.key, attempts=self.max_retries + 1, server=url, error=errors[-1], errors=errors
         )
@@ -218,4 +261,12 @@ class OpenAICompatibleBackend(Backend):
             raise BadResponseError(f"/tokenize: no count ({type(err).__name__}: {err})") from None
 
 
-__all__ = ["BadResponseError", "DeadlineError", "OpenAICompatibleBackend", "parse_response", "request_body"]
+__all__ = [
+    "BadResponseError",
+    "BusyError",
+    "DeadlineError",
+    "OpenAICompatibleBackend",
+    "parse_response",
+    "request_body",
+    "retry_after_seconds",
+]

@@ -7,10 +7,11 @@ import asyncio
 import socket
 import time
 from collections import Counter
+from email.utils import formatdate
 
 import pytest
 
-from agents.llm.openai_server import OpenAICompatibleBackend, request_body
+from agents.llm.openai_server import OpenAICompatibleBackend, request_body, retry_after_seconds
 from agents.llm.queries import Completion, Query, SamplingParams
 from gf2env.rules import Failure
 from gf2env.text.answers import score_answer
@@ -121,3 +122,31 @@ def test_a_server_dripping_its_body_meets_the_deadline_of_a_request_and_is_retri
     assert time.monotonic() - start < 4
     for c in out.values():
         assert c.error is None and c.attempts == 2 and "deadline" in c.errors[0], c
+
+
+@pytest.mark.parametrize(("mode", "least"), [("retry429", 0.95), ("retry503date", 0.5)])
+def test_retry_after_of_a_busy_server_is_honoured(server, mode, least):
+    # Retry-After: 1 (seconds) or an HTTP-date 2 s ahead (whole seconds: 1 to 2 s from the refusal).
+    backend = OpenAICompatibleBackend([f"{server.url}/{mode}"], model="tiny", backoff=0.01)
+    out = run(backend, queries(2))
+    assert all(c.error is None and c.attempts == 2 for c in out.values())
+    for times in server.times.values():
+        assert least <= times[1] - times[0] < 3, times
+
+
+def test_retry_after_is_capped(server):
+    backend = OpenAICompatibleBackend([f"{server.url}/retry429long"], model="tiny", backoff=0.01,
+                                      max_retry_after=0.4)  # fmt: skip
+    start = time.monotonic()
+    out = run(backend, queries(2))
+    assert all(c.error is None and c.attempts == 2 for c in out.values())
+    assert time.monotonic() - start < 3
+    assert all(0.35 <= times[1] - times[0] for times in server.times.values())
+
+
+def test_retry_after_values_a_server_may_send():
+    assert retry_after_seconds("2") == 2.0 and retry_after_seconds(" 0.5 ") == 0.5
+    assert retry_after_seconds("-5") == 0.0 and retry_after_seconds("Thu, 01 Jan 1970 00:00:00 GMT") == 0.0
+    assert 3590 < retry_after_seconds(formatdate(time.time() + 3600, usegmt=True)) <= 3600
+    assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
+    assert retry_after_seconds("nan") is None and retry_after_seconds("") is None
