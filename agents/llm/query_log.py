@@ -4,7 +4,10 @@ Results are appended to a JSON Lines log as each completes, one ``os.write`` a l
 at any point loses only the queries in flight, and a partial last line (a kill mid-write) is cut off
 when the log is next opened. Resuming skips the keys already answered (``status == "ok"``; a key is
 a query's content hash, :mod:`agents.llm.planning`), never by position; failed queries
-(``status == "error"``) are asked again.
+(``status == "error"``) are asked again. A reply longer than :data:`RESPONSE_KEEP_CHARS` (256 Ki
+characters) is scored whole, then kept only as its tail, with ``response_truncated_chars`` (0 when
+whole) saying how much was cut; so are the replies of a tool episode's turns. The entry's ``score``
+is the whole reply's (a box in the cut head, e.g. a conflicting one, still counts).
 
 :func:`log_entry` is the line of one answered query (the scorer's verdict included);
 :func:`log_rows` turns a log alone into the tidy results rows of :mod:`gf2env.report.results` (one
@@ -25,6 +28,17 @@ from agents.llm.queries import Backend, Completion, SamplingParams
 from gf2env.combinatorics import rank_support
 from gf2env.errors import RecordFormatError
 from gf2env.text.answers import score_answer
+
+#: Characters of a reply the log keeps (256 Ki): a longer reply is scored whole, then only its last
+#: this many characters are kept (the scorer reads the last answer, so the tail is what matters),
+#: and ``response_truncated_chars`` says how many were cut from its start.
+RESPONSE_KEEP_CHARS = 256 * 1024
+
+
+def kept_reply(text: str) -> tuple[str, int]:
+    """The tail of ``text`` the log keeps, and the number of characters cut from its start."""
+    cut = max(0, len(text) - RESPONSE_KEEP_CHARS)
+    return text[cut:], cut
 
 
 class QueryLog:
@@ -97,6 +111,8 @@ def log_entry(
     if extra is not None and "turns" in extra:
         first = score_answer(runs[0]["stdout"], rec.target, rec.p, offset) if runs else None
         first_run = {"first_run_correct": None if first is None else bool(first.correct)}
+        extra = {**extra, "turns": [_kept_turn(t) for t in extra["turns"]]}  # scored above: now cut
+    response, cut = kept_reply(completion.text)
     return {
         "key": planned.query.key,
         "status": "error" if completion.error else "ok",
@@ -106,7 +122,7 @@ def log_entry(
         "api": planned.query.api,
         "system": planned.query.prompt.system,
         "prompt": planned.query.prompt.text,
-        "response": completion.text,
+        "response": response, "response_truncated_chars": cut,
         "score": score.to_dict(),
         "correct": bool(score.correct) and not completion.error,
         "target": list(rec.target),
@@ -122,6 +138,14 @@ def log_entry(
         **first_run,
         "time": time.time(),
     }  # fmt: skip
+
+
+def _kept_turn(turn: dict[str, Any]) -> dict[str, Any]:
+    """A tool turn as the log keeps it: its reply cut like a query's (see :func:`kept_reply`)."""
+    if not isinstance(turn.get("response"), str):
+        return turn
+    response, cut = kept_reply(turn["response"])
+    return {**turn, "response": response, "response_truncated_chars": cut}
 
 
 def entry_action(entry: dict[str, Any]) -> int:
@@ -153,4 +177,4 @@ def log_rows(lines: Sequence[dict[str, Any]], agent: str | None = None) -> list[
     return rows
 
 
-__all__ = ["QueryLog", "entry_action", "log_entry", "log_rows"]
+__all__ = ["RESPONSE_KEEP_CHARS", "QueryLog", "entry_action", "kept_reply", "log_entry", "log_rows"]

@@ -108,3 +108,35 @@ def test_a_hostile_body_is_a_retried_failure_of_its_query_not_of_the_run(server,
     lines = QueryLog(out / "queries.jsonl").lines()
     assert len(lines) == 40 and all(line["status"] == "ok" and line["attempts"] == 2 for line in lines)
     assert all(line["prompt_tokens"] == 11 and len(line["errors"]) == 1 for line in lines)
+
+
+def test_a_huge_reply_is_scored_whole_and_kept_to_its_tail_with_the_cut_said():
+    from agents.llm.queries import Backend, Completion
+    from agents.llm.query_log import RESPONSE_KEEP_CHARS, log_entry
+
+    rec = generate_record(TaskConfig(p=6, d=3, K=4, n=3), 2, 0, seed=0)
+    planned = plan_queries([(rec, "grid", "adversarial", 0)], "compact-v1", SamplingParams(), "m")[0]
+    off = planned.query.prompt.answer_offset
+    right = "\\boxed{[" + ", ".join(str(i + off) for i in rec.target) + "]}"
+    text = "Let me think. " + "x" * (2 * RESPONSE_KEEP_CHARS) + right
+    turns = [{"response": text, "code": None, "sandbox": None, "cut_off": None}]
+    entry = log_entry(
+        planned, Completion(planned.query.key, text), SamplingParams(), Backend(), {"turns": turns}
+    )
+    assert entry["correct"] and entry["score"]["failure"] == "none"
+    assert entry["response"] == text[-RESPONSE_KEEP_CHARS:] and entry["response"].endswith(right)
+    assert entry["response_truncated_chars"] == len(text) - RESPONSE_KEEP_CHARS
+    turn = entry["turns"][0]
+    assert (
+        turn["response"] == entry["response"]
+        and turn["response_truncated_chars"] == len(text) - RESPONSE_KEEP_CHARS
+    )
+    assert turns[0]["response"] == text  # the episode's own turns are left whole
+    short = log_entry(planned, Completion(planned.query.key, right), SamplingParams(), Backend())
+    assert short["response"] == right and short["response_truncated_chars"] == 0
+    assert len(json.dumps(entry)) < 3 * RESPONSE_KEEP_CHARS
+    # Scored whole, before the cut: an answer in the cut head still counts (here: a conflicting one).
+    two = "\\boxed{[0, 1]} " + text
+    both = log_entry(planned, Completion(planned.query.key, two), SamplingParams(), Backend())
+    assert both["score"]["failure"] == "multiple_conflicting" and not both["correct"]
+    assert both["response"] == entry["response"]
