@@ -4,10 +4,13 @@ Results are appended to a JSON Lines log as each completes, one ``os.write`` a l
 at any point loses only the queries in flight, and a partial last line (a kill mid-write) is cut off
 when the log is next opened. Resuming skips the keys already answered (``status == "ok"``; a key is
 a query's content hash, :mod:`agents.llm.planning`), never by position; failed queries
-(``status == "error"``) are asked again. A reply longer than :data:`RESPONSE_KEEP_CHARS` (256 Ki
-characters) is scored whole, then kept only as its tail, with ``response_truncated_chars`` (0 when
-whole) saying how much was cut; so are the replies of a tool episode's turns. The entry's ``score``
-is the whole reply's (a box in the cut head, e.g. a conflicting one, still counts).
+(``status == "error"``) are asked again. A run holds the log (:meth:`QueryLog.locked`): a second
+run on it is refused; a key logged twice all the same counts once (:func:`unique_entries`).
+
+A reply longer than :data:`RESPONSE_KEEP_CHARS` (256 Ki characters) is scored whole, then kept only
+as its tail, with ``response_truncated_chars`` (0 when whole) saying how much was cut; so are the
+replies of a tool episode's turns. The entry's ``score`` is the whole reply's (a box in the cut
+head, e.g. a conflicting one, still counts).
 
 :func:`log_entry` is the line of one answered query (the scorer's verdict included);
 :func:`log_rows` turns a log alone into the tidy results rows of :mod:`gf2env.report.results` (one
@@ -16,17 +19,19 @@ row a query), so the summary, plots and effective-prefix fit are the estimators'
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from agents.llm.planning import Planned
 from agents.llm.queries import Backend, Completion, SamplingParams
 from gf2env.combinatorics import rank_support
-from gf2env.errors import RecordFormatError
+from gf2env.errors import GF2ConfigError, RecordFormatError
 from gf2env.text.answers import score_answer
 
 #: Characters of a reply the log keeps (256 Ki): a longer reply is scored whole, then only its last
@@ -80,6 +85,25 @@ class QueryLog:
     def answered(self) -> dict[str, dict[str, Any]]:
         """The answered entries (``status == "ok"``) by key."""
         return {line["key"]: line for line in self.lines() if line.get("status") == "ok"}
+
+    @contextmanager
+    def locked(self) -> Iterator[QueryLog]:
+        """Hold the log for one run: an exclusive ``flock`` on ``<log>.lock`` beside it, released when
+        the block ends (or the process does); while held, another run on it is refused with
+        GF2ConfigError (two runs would ask every query twice)."""
+        lock = self.path.with_name(self.path.name + ".lock")
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise GF2ConfigError(
+                    f"{self.path.parent} is in use by another run: its query log {self.path.name} is "
+                    f"locked ({lock}). Wait for that run to end, or pass another --out."
+                ) from None
+            yield self
+        finally:
+            os.close(fd)  # closing the file releases the lock
 
     def append(self, entry: dict[str, Any]) -> None:
         data = (json.dumps(entry, separators=(",", ":")) + "\n").encode()
@@ -156,12 +180,24 @@ def entry_action(entry: dict[str, Any]) -> int:
     return rank_support(indices, entry["p"])
 
 
+def unique_entries(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One line a query key, in the order keys first appear: its last answered line, else its last
+    line (a key logged twice, e.g. by two runs on one log, counts once)."""
+    best: dict[str, dict[str, Any]] = {}
+    for line in lines:
+        held = best.get(line["key"])
+        if held is None or line.get("status") == "ok" or held.get("status") != "ok":
+            best[line["key"]] = line
+    return list(best.values())
+
+
 def log_rows(lines: Sequence[dict[str, Any]], agent: str | None = None) -> list[dict[str, Any]]:
-    """Tidy results rows (``gf2env.report.results.RESULT_COLUMNS``) of the answered queries of a log."""
+    """Tidy results rows (``gf2env.report.results.RESULT_COLUMNS``) of the answered queries of a log,
+    one a query however often it was logged (:func:`unique_entries`)."""
     from math import comb
 
     rows = []
-    for line in lines:
+    for line in unique_entries(lines):
         if line.get("status") != "ok":
             continue
         p, d = line["p"], line["d"]
@@ -177,4 +213,12 @@ def log_rows(lines: Sequence[dict[str, Any]], agent: str | None = None) -> list[
     return rows
 
 
-__all__ = ["RESPONSE_KEEP_CHARS", "QueryLog", "entry_action", "kept_reply", "log_entry", "log_rows"]
+__all__ = [
+    "RESPONSE_KEEP_CHARS",
+    "QueryLog",
+    "entry_action",
+    "kept_reply",
+    "log_entry",
+    "log_rows",
+    "unique_entries",
+]

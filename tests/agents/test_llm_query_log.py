@@ -140,3 +140,37 @@ def test_a_huge_reply_is_scored_whole_and_kept_to_its_tail_with_the_cut_said():
     both = log_entry(planned, Completion(planned.query.key, two), SamplingParams(), Backend())
     assert both["score"]["failure"] == "multiple_conflicting" and not both["correct"]
     assert both["response"] == entry["response"]
+
+
+def test_a_second_run_on_the_same_out_is_refused_while_the_first_runs(server, tmp_path):
+    out = tmp_path / "run"
+    log = out / "queries.jsonl"
+    first = subprocess.Popen(gf2_eval(f"{server.url}/slow-always", out), stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and (not log.exists() or not log.read_text()):
+            time.sleep(0.05)
+        second = subprocess.run(
+            gf2_eval(f"{server.url}/ok", out), capture_output=True, text=True, timeout=120
+        )
+        assert second.returncode == 2, second.stderr
+        assert str(out) in second.stderr and "--out" in second.stderr and "Traceback" not in second.stderr
+        assert first.wait(timeout=120) == 0
+    finally:
+        first.kill()
+    lines = QueryLog(log).lines()
+    assert len(lines) == 40 and len({line["key"] for line in lines}) == 40
+    assert sum(server.attempts.values()) == 40  # the refused run asked nothing
+    again = subprocess.run(gf2_eval(f"{server.url}/ok", out), capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "0 queries asked" in again.stdout  # the lock went with the run
+
+
+def test_a_query_logged_twice_counts_once(server, tmp_path):
+    out = tmp_path / "run"
+    done = subprocess.run(gf2_eval(f"{server.url}/ok", out), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = QueryLog(out / "queries.jsonl").lines()
+    failed = [{**line, "status": "error", "correct": False} for line in lines[:5]]
+    twice = lines + lines[::-1] + failed  # e.g. two runs on one --out before the lock, then failures
+    rows = log_rows(twice)
+    assert len(rows) == 40 and rows == log_rows(lines)
