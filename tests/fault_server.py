@@ -2,7 +2,8 @@
 
 The server speaks the chat and completions APIs; the first path segment picks its behaviour
 (``ok``, ``fail500``, ``slow``, ``garbage``, ``bad400``), and faults hit only a query's first
-attempt unless the mode ends in ``-always``. Hostile servers: ``drip`` sends its body one byte every
+attempt unless the mode ends in ``-always`` (``-odd``: every attempt of a query with an odd seed,
+and never the others). Hostile servers: ``drip`` sends its body one byte every
 50 ms (each read is quick, the whole takes seconds); ``notutf8`` a body that is not UTF-8;
 ``fakegzip`` a plain body labelled ``Content-Encoding: gzip``; ``strtokens`` a string in
 ``usage.prompt_tokens``; ``retry429`` (``Retry-After: 1``), ``retry503date`` (an HTTP-date 2 s
@@ -111,7 +112,9 @@ class Handler(BaseHTTPRequestHandler):
         # in_flight is released in _send, before the client can see the answer
         if True:
             fault = mode.endswith("-always") or first
-            base = mode.removesuffix("-always")
+            if mode.endswith("-odd"):  # every attempt of the queries with an odd seed, none of the others
+                fault = body["seed"] % 2 == 1
+            base = mode.removesuffix("-always").removesuffix("-odd")
             time.sleep(0.05)
             if base == "fail500" and fault:
                 return self._send(500, b'{"error": "boom"}')

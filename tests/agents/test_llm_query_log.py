@@ -174,3 +174,21 @@ def test_a_query_logged_twice_counts_once(server, tmp_path):
     twice = lines + lines[::-1] + failed  # e.g. two runs on one --out before the lock, then failures
     rows = log_rows(twice)
     assert len(rows) == 40 and rows == log_rows(lines)
+
+
+def test_queries_a_hostile_body_fails_for_good_are_logged_failed_and_the_others_answered(server, tmp_path):
+    out = tmp_path / "run"
+    done = subprocess.run(
+        gf2_eval(f"{server.url}/notutf8-odd", out), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    lines = QueryLog(out / "queries.jsonl").lines()
+    assert len(lines) == 40
+    bad = [line for line in lines if line["seed"] % 2]
+    good = [line for line in lines if not line["seed"] % 2]
+    assert bad and good
+    assert all(line["status"] == "error" and line["attempts"] == 2 for line in bad)
+    assert all("not JSON" in line["error"] for line in bad)
+    assert all(line["status"] == "ok" and line["attempts"] == 1 for line in good)
+    assert len(read_results_csv(out / "results.csv")) == len(good)
+    assert f"{len(bad)} records have no answer" in done.stdout
