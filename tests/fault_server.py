@@ -3,12 +3,12 @@
 The server speaks the chat and completions APIs; the first path segment picks its behaviour
 (``ok``, ``fail500``, ``slow``, ``garbage``, ``bad400``), and faults hit only a query's first
 attempt unless the mode ends in ``-always`` (``-odd``: every attempt of a query with an odd seed,
-and never the others). Hostile servers: ``drip`` sends its body one byte every
-50 ms (each read is quick, the whole takes seconds); ``notutf8`` a body that is not UTF-8;
-``fakegzip`` a plain body labelled ``Content-Encoding: gzip``; ``strtokens`` a string in
-``usage.prompt_tokens``; ``retry429`` (``Retry-After: 1``), ``retry503date`` (an HTTP-date 2 s
-ahead) and ``retry429long`` (``Retry-After: 3600``) refuse first; the time of every attempt is kept
-in ``times``. ``solver`` plays a model in tool mode: its first reply
+and never the others). Hostile servers: ``drip`` sends its body one byte every 50 ms (each read is
+quick, the whole takes seconds); ``notutf8`` a body that is not UTF-8; ``fakegzip`` a plain body
+labelled ``Content-Encoding: gzip``; ``huge`` a reply of 2 MB before its answer; ``strtokens`` a
+string in ``usage.prompt_tokens``; ``retry429`` (``Retry-After: 1``), ``retry503date`` (an
+HTTP-date 2 s ahead) and ``retry429long`` (``Retry-After: 3600``) refuse first; the time of every
+attempt is kept in ``times``. ``solver`` plays a model in tool mode: its first reply
 is ``train.tool_solvers.DILIGENT_SOLVER`` in a fenced block, and once it has seen the code's
 output it replies with the last boxed answer of that output (after an error, it sends the solver).
 ``solver-buggy`` starts with code that fails; ``solver-cut`` starts with a reply cut off by
@@ -141,6 +141,8 @@ class Handler(BaseHTTPRequestHandler):
                 text, finish = solver_reply(body["messages"], base)
             if base.startswith("paper-solver") and "messages" in body:
                 text, finish = paper_solver_reply(body["messages"], base) or (text, finish)
+            if base == "huge":  # 2 MB of thinking before the answer
+                text = "Let me think. " + "x" * 2_000_000 + text
             hits = sorted((text.index(s), s) for s in body.get("stop") or () if s in text)
             stop_reason = None
             if hits:

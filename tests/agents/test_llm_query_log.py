@@ -192,3 +192,22 @@ def test_queries_a_hostile_body_fails_for_good_are_logged_failed_and_the_others_
     assert all(line["status"] == "ok" and line["attempts"] == 1 for line in good)
     assert len(read_results_csv(out / "results.csv")) == len(good)
     assert f"{len(bad)} records have no answer" in done.stdout
+
+
+def test_a_huge_reply_keeps_the_log_small(server, tmp_path):
+    from agents.llm.query_log import RESPONSE_KEEP_CHARS
+
+    out = tmp_path / "run"
+    cmd = gf2_eval(
+        f"{server.url}/huge", out, "--trials", "1", "--prompt", "compact-v1", "--p", "10", "--d", "4"
+    )
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    log = out / "queries.jsonl"
+    lines = QueryLog(log).lines()
+    assert len(lines) == 4 and log.stat().st_size < 4 * (RESPONSE_KEEP_CHARS + 20_000)
+    for line in lines:
+        answer = line["response"][line["response"].index("answer") :]  # the server's answer line
+        assert len(line["response"]) == RESPONSE_KEEP_CHARS and line["response"].startswith("x")
+        assert line["response_truncated_chars"] == 2_000_014 + len(answer) - RESPONSE_KEEP_CHARS
+        assert line["score"]["failure"] in ("none", "wrong_term")
