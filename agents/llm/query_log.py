@@ -182,12 +182,14 @@ def entry_action(entry: dict[str, Any]) -> int:
 
 def unique_entries(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One line a query key, in the order keys first appear: its last answered line, else its last
-    line (a key logged twice, e.g. by two runs on one log, counts once)."""
-    best: dict[str, dict[str, Any]] = {}
-    for line in lines:
-        held = best.get(line["key"])
+    line (a key logged twice, e.g. by two runs on one log, counts once; a line without a key, made
+    by hand, stands alone)."""
+    best: dict[Any, dict[str, Any]] = {}
+    for i, line in enumerate(lines):
+        key = line.get("key", ("line", i))
+        held = best.get(key)
         if held is None or line.get("status") == "ok" or held.get("status") != "ok":
-            best[line["key"]] = line
+            best[key] = line
     return list(best.values())
 
 
