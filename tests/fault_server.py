@@ -2,7 +2,13 @@
 
 The server speaks the chat and completions APIs; the first path segment picks its behaviour
 (``ok``, ``fail500``, ``slow``, ``garbage``, ``bad400``), and faults hit only a query's first
-attempt unless the mode ends in ``-always``. ``solver`` plays a model in tool mode: its first reply
+attempt unless the mode ends in ``-always`` (``-odd``: every attempt of a query with an odd seed,
+and never the others). Hostile servers: ``drip`` sends its body one byte every 50 ms (each read is
+quick, the whole takes seconds); ``notutf8`` a body that is not UTF-8; ``fakegzip`` a plain body
+labelled ``Content-Encoding: gzip``; ``huge`` a reply of 2 MB before its answer; ``strtokens`` a
+string in ``usage.prompt_tokens``; ``retry429`` (``Retry-After: 1``), ``retry503date`` (an
+HTTP-date 2 s ahead) and ``retry429long`` (``Retry-After: 3600``) refuse first; the time of every
+attempt is kept in ``times``. ``solver`` plays a model in tool mode: its first reply
 is ``train.tool_solvers.DILIGENT_SOLVER`` in a fenced block, and once it has seen the code's
 output it replies with the last boxed answer of that output (after an error, it sends the solver).
 ``solver-buggy`` starts with code that fails; ``solver-cut`` starts with a reply cut off by
@@ -24,6 +30,7 @@ import re
 import threading
 import time
 from collections import Counter
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from train.tool_solvers import DILIGENT_SOLVER, PAPER_DILIGENT_SOLVER
@@ -76,6 +83,7 @@ class FaultServer(ThreadingHTTPServer):
         self.max_in_flight = 0
         self.lock = threading.Lock()
         self.bodies: list[dict] = []
+        self.times: dict[tuple[str, int], list[float]] = {}
 
     @property
     def url(self) -> str:
@@ -97,13 +105,16 @@ class Handler(BaseHTTPRequestHandler):
             self.server.bodies.append(body)
             key = (mode, body["seed"])
             self.server.attempts[key] += 1
+            self.server.times.setdefault(key, []).append(time.monotonic())
             first = self.server.attempts[key] == 1
             self.server.in_flight += 1
             self.server.max_in_flight = max(self.server.max_in_flight, self.server.in_flight)
         # in_flight is released in _send, before the client can see the answer
         if True:
             fault = mode.endswith("-always") or first
-            base = mode.removesuffix("-always")
+            if mode.endswith("-odd"):  # every attempt of the queries with an odd seed, none of the others
+                fault = body["seed"] % 2 == 1
+            base = mode.removesuffix("-always").removesuffix("-odd")
             time.sleep(0.05)
             if base == "fail500" and fault:
                 return self._send(500, b'{"error": "boom"}')
@@ -111,6 +122,18 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(1.5)
             if base == "garbage" and fault:
                 return self._send(200, b"<html>not json")
+            if base == "notutf8" and fault:
+                reply = '{"choices": [{"message": {"content": "caf\u00e9"}, "finish_reason": "stop"}]}'
+                return self._send(200, reply.encode("latin-1"))
+            if base == "fakegzip" and fault:
+                return self._send(200, b'{"choices": []}', {"Content-Encoding": "gzip"})
+            if base == "retry429" and fault:
+                return self._send(429, b'{"error": "busy"}', {"Retry-After": "1"})
+            if base == "retry429long" and fault:
+                return self._send(429, b'{"error": "busy"}', {"Retry-After": "3600"})
+            if base == "retry503date" and fault:
+                when = formatdate(time.time() + 2, usegmt=True)
+                return self._send(503, b'{"error": "busy"}', {"Retry-After": when})
             if base == "bad400":
                 return self._send(400, b'{"error": "bad request"}')
             text, finish = f"answer \\boxed{{[{body['seed'] % 7}, 8, 9]}}", "stop"
@@ -118,6 +141,8 @@ class Handler(BaseHTTPRequestHandler):
                 text, finish = solver_reply(body["messages"], base)
             if base.startswith("paper-solver") and "messages" in body:
                 text, finish = paper_solver_reply(body["messages"], base) or (text, finish)
+            if base == "huge":  # 2 MB of thinking before the answer
+                text = "Let me think. " + "x" * 2_000_000 + text
             hits = sorted((text.index(s), s) for s in body.get("stop") or () if s in text)
             stop_reason = None
             if hits:
@@ -125,18 +150,31 @@ class Handler(BaseHTTPRequestHandler):
             choice = (
                 {"message": {"role": "assistant", "content": text}} if "messages" in body else {"text": text}
             )
-            usage = {"prompt_tokens": 11, "completion_tokens": 7}
+            usage: dict = {"prompt_tokens": 11, "completion_tokens": 7}
+            if base == "strtokens" and fault:
+                usage["prompt_tokens"] = "11"
             reply = {
                 "choices": [{**choice, "finish_reason": finish, "stop_reason": stop_reason}],
                 "usage": usage,
             }
-            self._send(200, json.dumps(reply).encode())
+            self._send(200, json.dumps(reply).encode(), drip=base == "drip" and fault)
 
-    def _send(self, status: int, payload: bytes) -> None:
+    def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None, drip=False) -> None:
         with self.server.lock:
             self.server.in_flight -= 1
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(payload)
+        if not drip:
+            self.wfile.write(payload)
+            return
+        try:
+            for i in range(len(payload)):  # one byte every 50 ms: no read waits long, the whole does
+                self.wfile.write(payload[i : i + 1])
+                self.wfile.flush()
+                time.sleep(0.05)
+        except OSError:  # the client gave up: what a deadline is for
+            pass

@@ -271,7 +271,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="stop string: a completion ends where it first appears (repeatable; part of a query's key)",
     )  # fmt: skip
     ev.add_argument("--concurrency", type=int, default=8, help="requests in flight per server")
-    ev.add_argument("--timeout", type=float, default=600.0)
+    ev.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds one request may take in all (a deadline)"
+    )
     ev.add_argument("--retries", type=int, default=4)
     ev.add_argument("--tools", action="store_true", help="tool mode: the model's Python runs in the sandbox")
     ev.add_argument("--max-revisions", type=int, default=10, help="tool mode: revisions after the first run")

@@ -22,6 +22,7 @@ agents also keep their resumable query log there (``queries.jsonl``).
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -207,6 +208,11 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
     start = time.perf_counter()
     llms = any(isinstance(a, LLMSpec) for a in config.agents)
     log = QueryLog(config.out / "queries.jsonl") if llms else None
+    with log.locked() if log is not None else nullcontext():  # one run at a time on a query log
+        return _run_compare(config, progress, start, log)
+
+
+def _run_compare(config: CompareConfig, progress: bool, start: float, log: QueryLog | None) -> CompareReport:
     agents = make_agents(config.agents, log)
     lone: list[str] = []
     if config.grid is not None:

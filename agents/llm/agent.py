@@ -57,8 +57,8 @@ class LLMSpec:
         api: ``chat`` (``/v1/chat/completions``) or ``completions`` (plain prompt, base models).
         samples: answers asked a record, each with its own seed.
         sampling: temperature, top-p, max tokens, stop strings.
-        concurrency, timeout, retries: requests in flight per server, seconds a request may take,
-            retries of a failing request (served backends).
+        concurrency, timeout, retries: requests in flight per server, the deadline in seconds of one
+            request (its whole reply), retries of a failing request (served backends).
         engine_args: keyword arguments of ``vllm.LLM`` (``vllm-offline``), e.g. ``max_model_len``.
         tools: tool mode (:mod:`agents.llm.tool_mode`): the model's code runs in the sandbox, its output
             comes back, up to ``max_revisions`` revisions (chat API only).

@@ -2,7 +2,9 @@
 
 ``/v1/chat/completions`` or ``/v1/completions``, async with a bounded number of requests in flight
 per server, queries dealt round-robin over the servers (data-parallel replicas), and retries with
-exponential backoff on connection errors, timeouts, 429/5xx and bodies that are not a completion;
+exponential backoff (or the wait a 429/503's ``Retry-After`` asks, up to ``max_retry_after``, 60 s by
+default) on connection errors, timeouts (``timeout`` is the deadline of a whole request,
+its reply's body included), 429/5xx and bodies that are not a completion;
 a retry goes to the next server. What still fails is reported as a completion with ``error`` set,
 never raised.
 
@@ -14,9 +16,11 @@ the context, so a long conversation (tool mode) ends cut off, never refused with
 from __future__ import annotations
 
 import asyncio
-import json
+import math
 import time
 from collections.abc import Sequence
+from datetime import timezone
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from agents.llm.queries import Backend, Callback, Completion, Query, SamplingParams
@@ -25,6 +29,36 @@ from gf2env.errors import GF2ConfigError
 
 class BadResponseError(Exception):
     """A server answered, but not with a usable completion."""
+
+
+class BusyError(BadResponseError):
+    """HTTP 429 or 503: the server asks to come back, after ``retry_after`` seconds where it says so."""
+
+    def __init__(self, message: str, retry_after: float | None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (seconds, or an HTTP-date), ``None`` if absent or
+    unreadable; never negative."""
+    if not value:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value.strip())
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = when.timestamp() - time.time()
+    return None if math.isnan(seconds) else max(0.0, seconds)
+
+
+class DeadlineError(BadResponseError):
+    """A request's whole response (headers and body) did not arrive within its deadline."""
 
 
 def request_body(query: Query, params: SamplingParams, model: str) -> dict[str, Any]:
@@ -62,15 +96,21 @@ def parse_response(payload: Any, api: str) -> tuple[str, int | None, int | None,
         usage = payload.get("usage") or {}
         stop = choice.get("stop_reason")
         stop_reason = stop if isinstance(stop, str) else None
-        return (
-            text,
-            usage.get("prompt_tokens"),
-            usage.get("completion_tokens"),
-            choice.get("finish_reason"),
-            stop_reason,
-        )
+        finish = choice.get("finish_reason")
+        if finish is not None and not isinstance(finish, str):
+            raise TypeError(f"finish_reason is {type(finish).__name__}")
+        tokens = _count_of(usage, "prompt_tokens"), _count_of(usage, "completion_tokens")
+        return text, *tokens, finish, stop_reason
     except (KeyError, IndexError, TypeError, AttributeError) as err:
         raise BadResponseError(f"not a {api} completion ({type(err).__name__}: {err})") from None
+
+
+def _count_of(usage: dict[str, Any], name: str) -> int | None:
+    """A token count of ``usage``: absent, or a whole number >= 0 (anything else: TypeError)."""
+    value = usage.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise TypeError(f"usage.{name} is {value!r}, not a count")
+    return value
 
 
 class OpenAICompatibleBackend(Backend):
@@ -80,10 +120,15 @@ class OpenAICompatibleBackend(Backend):
         base_urls: server roots such as ``http://127.0.0.1:8000`` (``/v1`` is added if missing).
         model: the served model's name.
         concurrency: requests in flight per server.
-        timeout: seconds a request may take.
+        timeout: seconds one HTTP request may take in all, from sending it to the last byte of the
+            reply (a deadline, not a per-read timeout: a server dripping its body a byte at a time
+            meets it too); a request past it is retried like any timeout.
         max_retries: retries of a failing request (so ``max_retries + 1`` attempts at most).
         backoff: seconds before the first retry; doubled each time.
         api_key: sent as a bearer token when given.
+        max_retry_after: the longest wait, in seconds, that a ``Retry-After`` header (seconds or an
+            HTTP-date, on HTTP 429 and 503) may ask before a retry; the wait before a retry is the
+            longer of the backoff and that (the retry may go to the next replica all the same).
     """
 
     name = "openai-compatible"
@@ -97,6 +142,7 @@ class OpenAICompatibleBackend(Backend):
         max_retries: int = 4,
         backoff: float = 1.0,
         api_key: str | None = None,
+        max_retry_after: float = 60.0,
     ) -> None:
         if not base_urls:
             raise GF2ConfigError("No server given; pass at least one base URL, e.g. http://127.0.0.1:8000.")
@@ -109,6 +155,7 @@ class OpenAICompatibleBackend(Backend):
         self.concurrency, self.timeout = concurrency, timeout
         self.max_retries, self.backoff = max_retries, backoff
         self.api_key = api_key
+        self.max_retry_after = max_retry_after
 
     @staticmethod
     def _v1(url: str) -> str:
@@ -140,6 +187,7 @@ class OpenAICompatibleBackend(Backend):
         path = "/chat/completions" if query.api == "chat" else "/completions"
         errors: list[str] = []
         for attempt in range(self.max_retries + 1):
+            asked: float | None = None  # the wait a busy server's Retry-After asked for
             url = self.base_urls[(server + attempt) % len(self.base_urls)]
             async with gates[(server + attempt) % len(self.base_urls)]:
                 start = time.perf_counter()
@@ -150,9 +198,12 @@ class OpenAICompatibleBackend(Backend):
                         if room == 0:  # nothing left of the context: cut off before the first token
                             return Completion(query.key, "", count, 0, "length", 0.0, attempt + 1, url)
                         body["max_tokens"] = room
-                    response = await client.post(url + path, json=body)
+                    response = await self._post(client, url + path, body)
                     latency = time.perf_counter() - start
-                    if response.status_code == 429 or response.status_code >= 500:
+                    if response.status_code in (429, 503):
+                        after = retry_after_seconds(response.headers.get("Retry-After"))
+                        raise BusyError(f"HTTP {response.status_code}: {response.text[:200]}", after)
+                    if response.status_code >= 500:
                         raise BadResponseError(f"HTTP {response.status_code}: {response.text[:200]}")
                     if response.status_code >= 400:  # the request itself is wrong: retrying won't help
                         errors.append(f"HTTP {response.status_code}: {response.text[:500]}")
@@ -161,7 +212,7 @@ class OpenAICompatibleBackend(Backend):
                         )
                     try:
                         payload = response.json()
-                    except json.JSONDecodeError:
+                    except ValueError:  # not JSON, or not UTF-8
                         raise BadResponseError(f"body is not JSON: {response.text[:200]!r}") from None
                     text, p_tok, c_tok, finish, stop = parse_response(payload, query.api)
                     return Completion(
@@ -169,18 +220,34 @@ class OpenAICompatibleBackend(Backend):
                     )
                 except (httpx.TransportError, BadResponseError) as err:
                     errors.append(f"{type(err).__name__}: {err}"[:500])
+                    asked = err.retry_after if isinstance(err, BusyError) else None
             if attempt < self.max_retries:
-                await asyncio.sleep(self.backoff * 2**attempt)
+                wait = self.backoff * 2**attempt
+                if asked is not None:
+                    wait = max(wait, min(asked, self.max_retry_after))
+                await asyncio.sleep(wait)
         return Completion(
             query.key, attempts=self.max_retries + 1, server=url, error=errors[-1], errors=errors
         )
+
+    async def _post(self, client: Any, url: str, body: dict[str, Any]) -> Any:
+        """POST ``body`` and read the whole reply within the deadline ``timeout`` (or DeadlineError; a
+        body that does not decode as its ``Content-Encoding`` says: BadResponseError)."""
+        import httpx
+
+        try:
+            return await asyncio.wait_for(client.post(url, json=body), self.timeout)
+        except asyncio.TimeoutError:
+            raise DeadlineError(f"no whole reply within the deadline of {self.timeout:g} s") from None
+        except httpx.DecodingError as err:  # e.g. a body labelled gzip that is not
+            raise BadResponseError(f"body does not decode as its headers say ({err})") from None
 
     async def _count(self, client: Any, url: str, body: dict[str, Any]) -> int:
         """The prompt's tokens by the server's ``/tokenize`` (at the root, beside ``/v1``)."""
         ask: dict[str, Any] = {k: body[k] for k in ("model", "messages", "prompt") if k in body}
         if "messages" in ask:
             ask["add_generation_prompt"] = True
-        response = await client.post(url.removesuffix("/v1") + "/tokenize", json=ask)
+        response = await self._post(client, url.removesuffix("/v1") + "/tokenize", ask)
         if response.status_code == 404:
             raise GF2ConfigError(
                 f"{url} has no /tokenize, so max_model_len cannot be applied there; serve with vLLM or "
@@ -194,4 +261,12 @@ class OpenAICompatibleBackend(Backend):
             raise BadResponseError(f"/tokenize: no count ({type(err).__name__}: {err})") from None
 
 
-__all__ = ["BadResponseError", "OpenAICompatibleBackend", "parse_response", "request_body"]
+__all__ = [
+    "BadResponseError",
+    "BusyError",
+    "DeadlineError",
+    "OpenAICompatibleBackend",
+    "parse_response",
+    "request_body",
+    "retry_after_seconds",
+]

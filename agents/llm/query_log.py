@@ -4,7 +4,13 @@ Results are appended to a JSON Lines log as each completes, one ``os.write`` a l
 at any point loses only the queries in flight, and a partial last line (a kill mid-write) is cut off
 when the log is next opened. Resuming skips the keys already answered (``status == "ok"``; a key is
 a query's content hash, :mod:`agents.llm.planning`), never by position; failed queries
-(``status == "error"``) are asked again.
+(``status == "error"``) are asked again. A run holds the log (:meth:`QueryLog.locked`): a second
+run on it is refused; a key logged twice all the same counts once (:func:`unique_entries`).
+
+A reply longer than :data:`RESPONSE_KEEP_CHARS` (256 Ki characters) is scored whole, then kept only
+as its tail, with ``response_truncated_chars`` (0 when whole) saying how much was cut; so are the
+replies of a tool episode's turns. The entry's ``score`` is the whole reply's (a box in the cut
+head, e.g. a conflicting one, still counts).
 
 :func:`log_entry` is the line of one answered query (the scorer's verdict included);
 :func:`log_rows` turns a log alone into the tidy results rows of :mod:`gf2env.report.results` (one
@@ -13,18 +19,31 @@ row a query), so the summary, plots and effective-prefix fit are the estimators'
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from agents.llm.planning import Planned
 from agents.llm.queries import Backend, Completion, SamplingParams
 from gf2env.combinatorics import rank_support
-from gf2env.errors import RecordFormatError
+from gf2env.errors import GF2ConfigError, RecordFormatError
 from gf2env.text.answers import score_answer
+
+#: Characters of a reply the log keeps (256 Ki): a longer reply is scored whole, then only its last
+#: this many characters are kept (the scorer reads the last answer, so the tail is what matters),
+#: and ``response_truncated_chars`` says how many were cut from its start.
+RESPONSE_KEEP_CHARS = 256 * 1024
+
+
+def kept_reply(text: str) -> tuple[str, int]:
+    """The tail of ``text`` the log keeps, and the number of characters cut from its start."""
+    cut = max(0, len(text) - RESPONSE_KEEP_CHARS)
+    return text[cut:], cut
 
 
 class QueryLog:
@@ -67,6 +86,25 @@ class QueryLog:
         """The answered entries (``status == "ok"``) by key."""
         return {line["key"]: line for line in self.lines() if line.get("status") == "ok"}
 
+    @contextmanager
+    def locked(self) -> Iterator[QueryLog]:
+        """Hold the log for one run: an exclusive ``flock`` on ``<log>.lock`` beside it, released when
+        the block ends (or the process does); while held, another run on it is refused with
+        GF2ConfigError (two runs would ask every query twice)."""
+        lock = self.path.with_name(self.path.name + ".lock")
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise GF2ConfigError(
+                    f"{self.path.parent} is in use by another run: its query log {self.path.name} is "
+                    f"locked ({lock}). Wait for that run to end, or pass another --out."
+                ) from None
+            yield self
+        finally:
+            os.close(fd)  # closing the file releases the lock
+
     def append(self, entry: dict[str, Any]) -> None:
         data = (json.dumps(entry, separators=(",", ":")) + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -97,6 +135,8 @@ def log_entry(
     if extra is not None and "turns" in extra:
         first = score_answer(runs[0]["stdout"], rec.target, rec.p, offset) if runs else None
         first_run = {"first_run_correct": None if first is None else bool(first.correct)}
+        extra = {**extra, "turns": [_kept_turn(t) for t in extra["turns"]]}  # scored above: now cut
+    response, cut = kept_reply(completion.text)
     return {
         "key": planned.query.key,
         "status": "error" if completion.error else "ok",
@@ -106,7 +146,7 @@ def log_entry(
         "api": planned.query.api,
         "system": planned.query.prompt.system,
         "prompt": planned.query.prompt.text,
-        "response": completion.text,
+        "response": response, "response_truncated_chars": cut,
         "score": score.to_dict(),
         "correct": bool(score.correct) and not completion.error,
         "target": list(rec.target),
@@ -124,6 +164,14 @@ def log_entry(
     }  # fmt: skip
 
 
+def _kept_turn(turn: dict[str, Any]) -> dict[str, Any]:
+    """A tool turn as the log keeps it: its reply cut like a query's (see :func:`kept_reply`)."""
+    if not isinstance(turn.get("response"), str):
+        return turn
+    response, cut = kept_reply(turn["response"])
+    return {**turn, "response": response, "response_truncated_chars": cut}
+
+
 def entry_action(entry: dict[str, Any]) -> int:
     """The candidate rank a log entry answered, or ``-1`` when its answer is not a well-formed term."""
     indices = entry["score"]["indices"]
@@ -132,12 +180,26 @@ def entry_action(entry: dict[str, Any]) -> int:
     return rank_support(indices, entry["p"])
 
 
+def unique_entries(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One line a query key, in the order keys first appear: its last answered line, else its last
+    line (a key logged twice, e.g. by two runs on one log, counts once; a line without a key, made
+    by hand, stands alone)."""
+    best: dict[Any, dict[str, Any]] = {}
+    for i, line in enumerate(lines):
+        key = line.get("key", ("line", i))
+        held = best.get(key)
+        if held is None or line.get("status") == "ok" or held.get("status") != "ok":
+            best[key] = line
+    return list(best.values())
+
+
 def log_rows(lines: Sequence[dict[str, Any]], agent: str | None = None) -> list[dict[str, Any]]:
-    """Tidy results rows (``gf2env.report.results.RESULT_COLUMNS``) of the answered queries of a log."""
+    """Tidy results rows (``gf2env.report.results.RESULT_COLUMNS``) of the answered queries of a log,
+    one a query however often it was logged (:func:`unique_entries`)."""
     from math import comb
 
     rows = []
-    for line in lines:
+    for line in unique_entries(lines):
         if line.get("status") != "ok":
             continue
         p, d = line["p"], line["d"]
@@ -153,4 +215,12 @@ def log_rows(lines: Sequence[dict[str, Any]], agent: str | None = None) -> list[
     return rows
 
 
-__all__ = ["QueryLog", "entry_action", "log_entry", "log_rows"]
+__all__ = [
+    "RESPONSE_KEEP_CHARS",
+    "QueryLog",
+    "entry_action",
+    "kept_reply",
+    "log_entry",
+    "log_rows",
+    "unique_entries",
+]

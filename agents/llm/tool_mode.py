@@ -60,6 +60,7 @@ from agents.llm.paper_tools import (
     paper_tool_message,
 )
 from agents.llm.queries import Backend, Completion, Query, SamplingParams
+from agents.llm.query_log import unique_entries
 from gf2env.errors import GF2ConfigError
 from gf2env.rules import Failure
 from gf2env.text.answers import extract_answer, strip_reasoning
@@ -418,7 +419,7 @@ def tool_usage(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     before ``tools-v2``, which did not record them)."""
     groups: dict[tuple[str, int], dict[str, list[bool]]] = {}
     truncated: dict[tuple[str, int], list[int]] = {}
-    for line in lines:
+    for line in unique_entries(lines):  # a query logged twice counts once
         if line.get("status") != "ok" or "tool_use" not in line:
             continue
         key = (line["model"], int(line["g"]))
@@ -475,7 +476,7 @@ def paper_tool_usage(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     (e.g. no no-tool run was logged)."""
     cells: dict[tuple[str, str, int, int], dict[str, list[bool]]] = {}
     plain: dict[tuple[str, str, int, int], list[bool]] = {}
-    for line in lines:
+    for line in unique_entries(lines):  # a query logged twice counts once
         if line.get("status") != "ok":
             continue
         model_class = str(line.get("model_class", line.get("backend", "")))

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections import Counter
+from email.utils import formatdate
 
 import pytest
 
-from agents.llm.openai_server import OpenAICompatibleBackend, request_body
+from agents.llm.openai_server import OpenAICompatibleBackend, request_body, retry_after_seconds
 from agents.llm.queries import Completion, Query, SamplingParams
 from gf2env.rules import Failure
 from gf2env.text.answers import score_answer
@@ -59,7 +61,7 @@ def test_a_stop_string_that_ended_the_reply_is_reported_and_scored_put_back(serv
     assert plain.stop_reason is None and plain.text.endswith("]}")
 
 
-@pytest.mark.parametrize("mode", ["fail500", "slow", "garbage"])
+@pytest.mark.parametrize("mode", ["fail500", "slow", "garbage", "notutf8", "fakegzip", "strtokens"])
 def test_transient_faults_are_retried(server, mode):
     backend = OpenAICompatibleBackend([f"{server.url}/{mode}"], model="tiny", timeout=0.5, backoff=0.01)
     out = run(backend, queries(4))
@@ -67,7 +69,17 @@ def test_transient_faults_are_retried(server, mode):
         assert c.error is None and c.attempts == 2 and len(c.errors) == 1, c
 
 
-@pytest.mark.parametrize(("mode", "attempts"), [("fail500-always", 3), ("garbage-always", 3), ("bad400", 1)])
+@pytest.mark.parametrize(
+    ("mode", "attempts"),
+    [
+        ("fail500-always", 3),
+        ("garbage-always", 3),
+        ("bad400", 1),
+        ("notutf8-always", 3),
+        ("fakegzip-always", 3),
+        ("strtokens-always", 3),
+    ],
+)
 def test_persistent_faults_are_recorded_not_raised(server, mode, attempts):
     backend = OpenAICompatibleBackend([f"{server.url}/{mode}"], model="tiny", max_retries=2, backoff=0.01)
     out = run(backend, queries(3))
@@ -100,3 +112,41 @@ def test_request_body_of_each_api():
     q = queries(1)[0]
     assert request_body(q, SamplingParams(stop=("</answer>",)), "m")["stop"] == ["</answer>"]
     assert request_body(q, SamplingParams(), "m")["messages"][1]["content"] == "find the term"
+
+
+def test_a_server_dripping_its_body_meets_the_deadline_of_a_request_and_is_retried(server):
+    # Each byte comes within 50 ms (a per-read timeout never fires); the whole body takes ~10 s.
+    backend = OpenAICompatibleBackend([f"{server.url}/drip"], model="tiny", timeout=0.5, backoff=0.01)
+    start = time.monotonic()
+    out = run(backend, queries(2))
+    assert time.monotonic() - start < 4
+    for c in out.values():
+        assert c.error is None and c.attempts == 2 and "deadline" in c.errors[0], c
+
+
+@pytest.mark.parametrize(("mode", "least"), [("retry429", 0.95), ("retry503date", 0.5)])
+def test_retry_after_of_a_busy_server_is_honoured(server, mode, least):
+    # Retry-After: 1 (seconds) or an HTTP-date 2 s ahead (whole seconds: 1 to 2 s from the refusal).
+    backend = OpenAICompatibleBackend([f"{server.url}/{mode}"], model="tiny", backoff=0.01)
+    out = run(backend, queries(2))
+    assert all(c.error is None and c.attempts == 2 for c in out.values())
+    for times in server.times.values():
+        assert least <= times[1] - times[0] < 3, times
+
+
+def test_retry_after_is_capped(server):
+    backend = OpenAICompatibleBackend([f"{server.url}/retry429long"], model="tiny", backoff=0.01,
+                                      max_retry_after=0.4)  # fmt: skip
+    start = time.monotonic()
+    out = run(backend, queries(2))
+    assert all(c.error is None and c.attempts == 2 for c in out.values())
+    assert time.monotonic() - start < 3
+    assert all(0.35 <= times[1] - times[0] for times in server.times.values())
+
+
+def test_retry_after_values_a_server_may_send():
+    assert retry_after_seconds("2") == 2.0 and retry_after_seconds(" 0.5 ") == 0.5
+    assert retry_after_seconds("-5") == 0.0 and retry_after_seconds("Thu, 01 Jan 1970 00:00:00 GMT") == 0.0
+    assert 3590 < retry_after_seconds(formatdate(time.time() + 3600, usegmt=True)) <= 3600
+    assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
+    assert retry_after_seconds("nan") is None and retry_after_seconds("") is None

@@ -98,3 +98,116 @@ def test_scoring_in_the_log(server, tmp_path):
     for line in lines:
         assert line["prompt_id"] == "compact-v1" and line["response"].startswith("answer")
         assert line["correct"] == (line["score"]["failure"] == "none")
+
+
+@pytest.mark.parametrize("mode", ["notutf8", "fakegzip", "strtokens"])
+def test_a_hostile_body_is_a_retried_failure_of_its_query_not_of_the_run(server, tmp_path, mode):
+    out = tmp_path / "run"
+    done = subprocess.run(gf2_eval(f"{server.url}/{mode}", out), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = QueryLog(out / "queries.jsonl").lines()
+    assert len(lines) == 40 and all(line["status"] == "ok" and line["attempts"] == 2 for line in lines)
+    assert all(line["prompt_tokens"] == 11 and len(line["errors"]) == 1 for line in lines)
+
+
+def test_a_huge_reply_is_scored_whole_and_kept_to_its_tail_with_the_cut_said():
+    from agents.llm.queries import Backend, Completion
+    from agents.llm.query_log import RESPONSE_KEEP_CHARS, log_entry
+
+    rec = generate_record(TaskConfig(p=6, d=3, K=4, n=3), 2, 0, seed=0)
+    planned = plan_queries([(rec, "grid", "adversarial", 0)], "compact-v1", SamplingParams(), "m")[0]
+    off = planned.query.prompt.answer_offset
+    right = "\\boxed{[" + ", ".join(str(i + off) for i in rec.target) + "]}"
+    text = "Let me think. " + "x" * (2 * RESPONSE_KEEP_CHARS) + right
+    turns = [{"response": text, "code": None, "sandbox": None, "cut_off": None}]
+    entry = log_entry(
+        planned, Completion(planned.query.key, text), SamplingParams(), Backend(), {"turns": turns}
+    )
+    assert entry["correct"] and entry["score"]["failure"] == "none"
+    assert entry["response"] == text[-RESPONSE_KEEP_CHARS:] and entry["response"].endswith(right)
+    assert entry["response_truncated_chars"] == len(text) - RESPONSE_KEEP_CHARS
+    turn = entry["turns"][0]
+    assert (
+        turn["response"] == entry["response"]
+        and turn["response_truncated_chars"] == len(text) - RESPONSE_KEEP_CHARS
+    )
+    assert turns[0]["response"] == text  # the episode's own turns are left whole
+    short = log_entry(planned, Completion(planned.query.key, right), SamplingParams(), Backend())
+    assert short["response"] == right and short["response_truncated_chars"] == 0
+    assert len(json.dumps(entry)) < 3 * RESPONSE_KEEP_CHARS
+    # Scored whole, before the cut: an answer in the cut head still counts (here: a conflicting one).
+    two = "\\boxed{[0, 1]} " + text
+    both = log_entry(planned, Completion(planned.query.key, two), SamplingParams(), Backend())
+    assert both["score"]["failure"] == "multiple_conflicting" and not both["correct"]
+    assert both["response"] == entry["response"]
+
+
+def test_a_second_run_on_the_same_out_is_refused_while_the_first_runs(server, tmp_path):
+    out = tmp_path / "run"
+    log = out / "queries.jsonl"
+    first = subprocess.Popen(gf2_eval(f"{server.url}/slow-always", out), stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and (not log.exists() or not log.read_text()):
+            time.sleep(0.05)
+        second = subprocess.run(
+            gf2_eval(f"{server.url}/ok", out), capture_output=True, text=True, timeout=120
+        )
+        assert second.returncode == 2, second.stderr
+        assert str(out) in second.stderr and "--out" in second.stderr and "Traceback" not in second.stderr
+        assert first.wait(timeout=120) == 0
+    finally:
+        first.kill()
+    lines = QueryLog(log).lines()
+    assert len(lines) == 40 and len({line["key"] for line in lines}) == 40
+    assert sum(server.attempts.values()) == 40  # the refused run asked nothing
+    again = subprocess.run(gf2_eval(f"{server.url}/ok", out), capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "0 queries asked" in again.stdout  # the lock went with the run
+
+
+def test_a_query_logged_twice_counts_once(server, tmp_path):
+    out = tmp_path / "run"
+    done = subprocess.run(gf2_eval(f"{server.url}/ok", out), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = QueryLog(out / "queries.jsonl").lines()
+    failed = [{**line, "status": "error", "correct": False} for line in lines[:5]]
+    twice = lines + lines[::-1] + failed  # e.g. two runs on one --out before the lock, then failures
+    rows = log_rows(twice)
+    assert len(rows) == 40 and rows == log_rows(lines)
+
+
+def test_queries_a_hostile_body_fails_for_good_are_logged_failed_and_the_others_answered(server, tmp_path):
+    out = tmp_path / "run"
+    done = subprocess.run(
+        gf2_eval(f"{server.url}/notutf8-odd", out), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    lines = QueryLog(out / "queries.jsonl").lines()
+    assert len(lines) == 40
+    bad = [line for line in lines if line["seed"] % 2]
+    good = [line for line in lines if not line["seed"] % 2]
+    assert bad and good
+    assert all(line["status"] == "error" and line["attempts"] == 2 for line in bad)
+    assert all("not JSON" in line["error"] for line in bad)
+    assert all(line["status"] == "ok" and line["attempts"] == 1 for line in good)
+    assert len(read_results_csv(out / "results.csv")) == len(good)
+    assert f"{len(bad)} records have no answer" in done.stdout
+
+
+def test_a_huge_reply_keeps_the_log_small(server, tmp_path):
+    from agents.llm.query_log import RESPONSE_KEEP_CHARS
+
+    out = tmp_path / "run"
+    cmd = gf2_eval(
+        f"{server.url}/huge", out, "--trials", "1", "--prompt", "compact-v1", "--p", "10", "--d", "4"
+    )
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    log = out / "queries.jsonl"
+    lines = QueryLog(log).lines()
+    assert len(lines) == 4 and log.stat().st_size < 4 * (RESPONSE_KEEP_CHARS + 20_000)
+    for line in lines:
+        answer = line["response"][line["response"].index("answer") :]  # the server's answer line
+        assert len(line["response"]) == RESPONSE_KEEP_CHARS and line["response"].startswith("x")
+        assert line["response_truncated_chars"] == 2_000_014 + len(answer) - RESPONSE_KEEP_CHARS
+        assert line["score"]["failure"] in ("none", "wrong_term")
