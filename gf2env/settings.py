@@ -119,14 +119,15 @@ def check_scalar_types(obj: Mapping[str, Any], cls: Any, where: str) -> None:
     """Refuse values of ``obj`` whose type is not their field's in dataclass ``cls``, for fields typed
     by scalars (``int``, ``float``, ``str``, ``bool``, each optionally ``| None``): a config's
     ``max_tokens: 1.5`` or ``temperature: hot`` is an error naming key, value and type, not a crash later.
-    An int is a number; a bool is neither an int nor a number."""
+    An int is a number; a bool is neither an int nor a number. Boolean fields are :func:`check_bools`'s."""
+    check_bools(cls, obj, where)
     hints = typing.get_type_hints(cls)
     for key, value in obj.items():
         hint = hints.get(key)
         if hint is None:
             continue
         kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
-        if not all(kind in _SCALARS for kind in kinds):
+        if not all(kind in _SCALARS for kind in kinds) or set(kinds) <= {bool, type(None)}:
             continue
         if isinstance(value, bool):
             ok = bool in kinds

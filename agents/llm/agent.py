@@ -36,7 +36,7 @@ from agents.llm.planning import plan_queries
 from agents.llm.queries import APIS, Backend, SamplingParams
 from agents.llm.query_log import QueryLog, entry_action, log_entry
 from gf2env.errors import GF2ConfigError
-from gf2env.settings import check_bools, check_keys, check_scalar_types
+from gf2env.settings import check_keys, check_scalar_types
 from gf2env.text.prompt import PAPER_PROMPT_ID, check_prompt_id
 
 SERVED_BACKENDS = ("vllm", "openai")  # OpenAI-compatible servers (vllm serve, transformers serve, ...)
@@ -147,8 +147,6 @@ class LLMSpec:
         keys = {f.name for f in fields(cls)} - {"sampling", "base_urls", "prompt_id", "engine_args"}
         allowed = keys | sampling_keys | {"base_url", "prompt", "engine_args"}
         check_keys(obj, allowed, "llm")
-        check_bools(cls, obj, "llm")
-        check_bools(SamplingParams, obj, "llm")
         check_scalar_types(obj, cls, "llm")
         check_scalar_types(obj, SamplingParams, "llm")
         for key in ("base_url", "stop"):
