@@ -2,12 +2,13 @@
 
 One idea: what runs inside the jail (it is copied there as one file, so it cannot be split).
 
-Three commands (each imports only what it needs: every run starts two of them):
+Three commands (each imports only what it needs):
 
-* ``limit RLIMITS REPORT_FD -- PROGRAM ARGS...``: the trusted wrapper the parent starts: set the
-  rlimits (every process below inherits them), run the program, report its status and CPU time;
-* ``run JOB_JSON``: read the job (record view, code path, extra ``sys.path`` entries), install the
-  seccomp filter, then ``exec`` the untrusted code with the record's globals;
+* ``limit RLIMITS -- PROGRAM ARGS...``: the trusted wrapper the host starts: set the jail's rlimits
+  (every process below inherits them), then become the program (bwrap, or the worker itself);
+* ``serve CTRL_FD SCRATCH [SITE...]``: a warm worker (a fork server) inside the jail: it imports
+  numpy once, then forks one fresh process per run that reads the job, sets the run's rlimits and
+  seccomp filter and runs the untrusted code with the record's globals (:func:`cmd_serve`);
 * ``probe [seccomp]``: report as JSON what this process sees (uid, whether seccomp installs and stops
   ``socket``, ``fork`` and ``execve``), for :func:`agents.sandbox.detect_isolation`.
 """
@@ -25,6 +26,11 @@ EXIT_ERROR = 1  # the code raised
 EXIT_MEMORY = 99  # the code raised MemoryError (the address-space limit)
 EXIT_SETUP = 98  # the harness could not set the sandbox up; the code did not run
 EXIT_USAGE = 97
+# what a warm worker imports once, so that a run's process starts with it (numpy where installed)
+PRELOAD = (
+    "numpy", "json", "re", "math", "itertools", "collections", "functools", "operator", "heapq",
+    "bisect", "random", "string", "fractions", "decimal", "statistics", "linecache", "traceback",
+)  # fmt: skip
 
 # ---------------------------------------------------------------------------- seccomp (x86_64)
 AUDIT_ARCH_X86_64 = 0xC000003E
@@ -34,7 +40,7 @@ SECCOMP_RET_ERRNO = 0x00050000
 SECCOMP_RET_ALLOW = 0x7FFF0000
 EPERM, ENOSYS = 1, 38
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 CLONE_THREAD = 0x00010000
 # classic BPF opcodes
 LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
@@ -139,8 +145,49 @@ DENIED_SYSCALLS: dict[str, int] = {
     "sethostname": 170,
     "setdomainname": 171,
     "vhangup": 153,
+    # state that would outlive a run in a warm worker's namespaces: System V and POSIX IPC, memory
+    # files (pages no address-space limit counts)
+    "shmget": 29,
+    "shmat": 30,
+    "shmctl": 31,
+    "shmdt": 67,
+    "semget": 64,
+    "semop": 65,
+    "semctl": 66,
+    "semtimedop": 220,
+    "msgget": 68,
+    "msgsnd": 69,
+    "msgrcv": 70,
+    "msgctl": 71,
+    "mq_open": 240,
+    "mq_unlink": 241,
+    "mq_timedsend": 242,
+    "mq_timedreceive": 243,
+    "mq_notify": 244,
+    "mq_getsetattr": 245,
+    "memfd_create": 319,
+    "memfd_secret": 447,
+    # slowing down other processes of the same uid (the worker that serves the next run)
+    "setpriority": 141,
+    "ioprio_set": 251,
+    "process_madvise": 440,
+    "process_mrelease": 448,
 }
 NR_CLONE, NR_CLONE3, NR_KILL, NR_TGKILL = 56, 435, 62, 234
+# calls whose first argument is a pid: allowed only for this process (or 0, which means it)
+SELF_PID_SYSCALLS: dict[str, int] = {
+    "prlimit64": 302,
+    "sched_setparam": 142,
+    "sched_setscheduler": 144,
+    "sched_setaffinity": 203,
+    "sched_setattr": 314,
+    "migrate_pages": 256,
+    "move_pages": 279,
+}
+# fcntl/ioctl commands that would send SIGIO (or any signal) to another process
+NR_FCNTL, NR_IOCTL = 72, 16
+F_SETOWN, F_SETSIG, F_SETOWN_EX = 8, 10, 15
+FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
 
 
 def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> tuple[int, int, int, int]:
@@ -170,8 +217,31 @@ def _only_own_pid(arg: int, pid: int) -> list[tuple[int, int, int, int]]:
     ]
 
 
+def _self_or_zero(arg: int, pid: int) -> list[tuple[int, int, int, int]]:
+    """Allow the call iff argument ``arg`` (a pid_t) is 0 or ``pid``; EPERM otherwise."""
+    deny = _ret(SECCOMP_RET_ERRNO | EPERM)
+    return [
+        _op(LD_W_ABS, _arg_hi(arg)),
+        _op(JEQ_K, 0, 0, 4),
+        _op(LD_W_ABS, _arg_lo(arg)),
+        _op(JEQ_K, 0, 1, 0),
+        _op(JEQ_K, pid, 0, 1),
+        _ret(SECCOMP_RET_ALLOW),
+        deny,
+    ]
+
+
+def _unless_arg(arg: int, values: tuple[int, ...]) -> list[tuple[int, int, int, int]]:
+    """Allow the call unless the low word of argument ``arg`` is one of ``values`` (EPERM then)."""
+    body = [_op(LD_W_ABS, _arg_lo(arg))]
+    for i, value in enumerate(values):
+        body.append(_op(JEQ_K, value, len(values) - i, 0))
+    return [*body, _ret(SECCOMP_RET_ALLOW), _ret(SECCOMP_RET_ERRNO | EPERM)]
+
+
 def seccomp_program(own_pid: int) -> list[tuple[int, int, int, int]]:
-    """The filter: kill on a foreign arch, EPERM for x32 and DENIED_SYSCALLS, threads-only clone."""
+    """The filter: kill on a foreign arch, EPERM for x32 and DENIED_SYSCALLS, threads-only clone,
+    signals and pid-taking calls aimed at this process only, no signal-on-I/O owners."""
     deny = _ret(SECCOMP_RET_ERRNO | EPERM)
     prog = [
         _op(LD_W_ABS, OFF_ARCH),
@@ -190,6 +260,10 @@ def seccomp_program(own_pid: int) -> list[tuple[int, int, int, int]]:
     prog += _when_nr(NR_CLONE3, [_ret(SECCOMP_RET_ERRNO | ENOSYS)])  # glibc falls back to clone
     prog += _when_nr(NR_KILL, _only_own_pid(0, own_pid))
     prog += _when_nr(NR_TGKILL, _only_own_pid(0, own_pid))
+    for nr in sorted(SELF_PID_SYSCALLS.values()):
+        prog += _when_nr(nr, _self_or_zero(0, own_pid))
+    prog += _when_nr(NR_FCNTL, _unless_arg(1, (F_SETOWN, F_SETSIG, F_SETOWN_EX)))
+    prog += _when_nr(NR_IOCTL, _unless_arg(1, (FIOSETOWN, SIOCSPGRP)))
     prog.append(_ret(SECCOMP_RET_ALLOW))
     return prog
 
@@ -250,63 +324,42 @@ def install_seccomp() -> None:
 
 # ---------------------------------------------------------------------------- commands
 def format_rlimits(limits: dict[str, tuple[int, int]]) -> str:
-    """``{"RLIMIT_CPU": (10, 11), ...}`` as the ``limit`` command's ``RLIMIT_CPU=10:11,...``."""
+    """``{"RLIMIT_CPU": (10, 11), ...}`` as ``RLIMIT_CPU=10:11,...`` (``limit`` and a run's job)."""
     return ",".join(f"{name}={soft}:{hard}" for name, (soft, hard) in limits.items())
 
 
-def cmd_limit(argv: list[str]) -> int:
-    """``limit RLIMITS REPORT_FD -- PROGRAM ARGS...``: the trusted wrapper, outside the sandbox.
-
-    Sets each ``RLIMIT_X=soft:hard`` (inherited by everything below), becomes a child
-    subreaper, starts the program, reaps it and every orphan it leaves, then writes
-    ``{"status": wait status, "cpu_s": CPU of all of them}`` to REPORT_FD. (bwrap's outer process
-    exits without waiting for its pid-1 reaper, so only a subreaper sees the sandbox's CPU time.)
-    """
+def _set_rlimits(text: str) -> None:
     import resource
 
-    if len(argv) < 4 or argv[2] != "--":
-        print("usage: sandbox_harness.py limit RLIMITS REPORT_FD -- PROGRAM ARGS...", file=sys.stderr)
-        return EXIT_USAGE
-    report_fd, program = int(argv[1]), argv[3:]
-    for item in argv[0].split(","):
+    for item in filter(None, text.split(",")):
         name, _, values = item.partition("=")
         soft, hard = (int(v) for v in values.split(":"))
         resource.setrlimit(getattr(resource, name), (soft, hard))
-    _prctl(PR_SET_PDEATHSIG, 9)  # SIGKILL when the parent goes
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(report_fd)
-            _prctl(PR_SET_PDEATHSIG, 9)  # not inherited across fork: dies with this wrapper too
-            os.execv(program[0], program)
-        except OSError as err:
-            os.write(2, f"gf2 sandbox wrapper: cannot start {program[0]}: {err}\n".encode())
-        finally:
-            os._exit(127)
-    status = None
-    while True:
-        try:
-            died, st = os.wait()
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
-        if died == pid:
-            status = st
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    shown = "null" if status is None else str(status)
-    os.write(report_fd, f'{{"status": {shown}, "cpu_s": {usage.ru_utime + usage.ru_stime:.6f}}}'.encode())
-    os.close(report_fd)
-    return 0
+
+
+def cmd_limit(argv: list[str]) -> int:
+    """``limit RLIMITS -- PROGRAM ARGS...``: the trusted wrapper, outside the sandbox.
+
+    Sets each ``RLIMIT_X=soft:hard`` (inherited by everything below), asks for SIGKILL when the
+    thread that started it ends, then becomes the program (no process of its own stays behind)."""
+    if len(argv) < 3 or argv[1] != "--":
+        print("usage: sandbox_harness.py limit RLIMITS -- PROGRAM ARGS...", file=sys.stderr)
+        return EXIT_USAGE
+    _set_rlimits(argv[0])
+    _prctl(PR_SET_PDEATHSIG, 9)  # kept across exec: the worker dies with the host's spawning thread
+    try:
+        os.execv(argv[2], argv[2:])
+    except OSError as err:
+        print(f"gf2 sandbox wrapper: cannot start {argv[2]}: {err}", file=sys.stderr)
+    return 127
 
 
 def _builtins(imports: list | None, denied: list) -> object:
     """The code's builtins: all of them, less ``denied``, with ``import`` limited to ``imports``."""
-    if imports is None and not denied:
-        return __builtins__
     import builtins
 
+    if imports is None and not denied:
+        return builtins
     names = {k: v for k, v in vars(builtins).items() if k not in denied}
     if imports is not None:
         allowed = frozenset(imports)
@@ -335,35 +388,44 @@ def _model_globals(view: dict, job: dict) -> dict:
     return {"__name__": "__main__", "__builtins__": wrapped, **names}
 
 
-def cmd_run(argv: list[str]) -> int:
-    """``run JOB_JSON``: the untrusted code's process."""
-    import io
-    import json
+def _cap_recursion(cap: int) -> None:
+    """``sys.setrecursionlimit`` above ``cap`` sets ``cap`` and says so on stderr: runaway recursion
+    then fails with RecursionError within milliseconds instead of filling the address space."""
+    real = sys.setrecursionlimit
+
+    def setrecursionlimit(limit: int) -> None:
+        if isinstance(limit, int) and limit > cap:
+            os.write(2, f"gf2 sandbox: sys.setrecursionlimit({limit}) capped at {cap}\n".encode())
+            limit = cap
+        real(limit)
+
+    sys.setrecursionlimit = setrecursionlimit
+    real(min(sys.getrecursionlimit(), cap))
+
+
+def _exit_status(exc: SystemExit) -> int:
+    """The status ``sys.exit(x)`` gives a process, as Python's own exit handling computes it."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    try:
+        print(exc.code, file=sys.stderr)
+    except BaseException:
+        pass
+    return EXIT_ERROR
+
+
+def _run_model_code(code: str, view: dict, job: dict) -> int:
+    """Run the model's code with the record's globals; its exit status (an exception is reported)."""
     import linecache
     import traceback  # now: importing it after a MemoryError could fail for want of memory
 
-    assert isinstance(sys.stdout, io.TextIOWrapper)
-    sys.stdout.reconfigure(line_buffering=True)  # what was printed survives a kill
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != here]  # no importing the harness dir
-    try:
-        with open(argv[0]) as fh:
-            job = json.load(fh)
-        with open(job["record"]) as fh:
-            view = json.load(fh)
-        with open(job["code"], encoding="utf-8") as fh:
-            code = fh.read()
-        sys.path.extend(job["site"])
-        if job["seccomp"]:
-            install_seccomp()
-    except (OSError, ValueError, KeyError) as err:
-        print(f"gf2 sandbox harness: setup failed, the code did not run: {err}", file=sys.stderr)
-        return EXIT_SETUP
     namespace = _model_globals(view, job)
     try:
         exec(compile(code, "<model>", "exec"), namespace)
-    except SystemExit:
-        raise
+    except SystemExit as exc:
+        return _exit_status(exc)
     except BaseException as err:  # report whatever the code raised
         status = EXIT_MEMORY if isinstance(err, MemoryError) else EXIT_ERROR
         if status == EXIT_MEMORY:
@@ -372,11 +434,200 @@ def cmd_run(argv: list[str]) -> int:
             linecache.cache["<model>"] = (len(code), None, code.splitlines(True), "<model>")
             tb = err.__traceback__.tb_next if err.__traceback__ is not None else None
             traceback.print_exception(type(err), err, tb)
-            sys.stderr.flush()
         except BaseException:  # still say what happened, in the fewest allocations
-            os.write(2, f"{type(err).__name__} (its traceback could not be printed)\n".encode())
+            try:
+                os.write(2, f"{type(err).__name__} (its traceback could not be printed)\n".encode())
+            except OSError:
+                pass
         return status
     return 0
+
+
+def _drop_capabilities() -> None:
+    """Give up every capability (the UNSAFE mode run by root has them all; bwrap's jail has none)."""
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_uint32) for name in ("effective", "permitted", "inheritable")]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)()):  # _LINUX_CAPABILITY_VERSION_3
+        raise OSError(ctypes.get_errno(), "capset failed")
+
+
+def _child(job_fd: int, out_fd: int, err_fd: int, spec: dict, scratch: str, zygote: int) -> int:
+    """One run, in a process forked from the worker: fresh stdio, limits, seccomp, then the code."""
+    import json
+
+    _prctl(PR_SET_PDEATHSIG, 9)
+    if os.getppid() != zygote:  # the worker is already gone
+        return EXIT_SETUP
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    try:
+        chunks = []
+        while chunk := os.read(job_fd, 1 << 20):
+            chunks.append(chunk)
+        job = json.loads(b"".join(chunks))
+        code, view = job["code"], job["view"]
+        os.closerange(3, 1 << 16)  # the control socket, the job and anything else of the worker
+        _set_rlimits(spec["rlimits"])
+        os.chdir(scratch)
+        randomness = sys.modules.get("numpy.random")
+        if randomness is not None:  # a fork shares numpy's global generator state: draw afresh
+            randomness.seed()
+        _cap_recursion(int(spec["recursion_limit"]))
+        _drop_capabilities()
+        if spec["seccomp"]:
+            install_seccomp()
+    except (OSError, ValueError, KeyError) as err:
+        os.write(2, f"gf2 sandbox harness: setup failed, the code did not run: {err}\n".encode())
+        return EXIT_SETUP
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # kept if killed
+    status = _run_model_code(code, view, spec)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # closed or broken by the code: what it wrote is what came out
+            pass
+    return status
+
+
+def _wipe(scratch: str) -> bool:
+    """Empty ``scratch`` after a run (its process is gone); False when something could not go."""
+    import shutil
+    import stat
+
+    def writable(func: object, path: str, exc: object) -> None:
+        parent = os.path.dirname(path)
+        os.chmod(parent, stat.S_IRWXU)  # a directory the code made read-only
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, stat.S_IRWXU)
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+
+    try:
+        for entry in os.scandir(scratch):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, onerror=writable)
+            else:
+                os.unlink(entry.path)
+        return not os.listdir(scratch)
+    except OSError:
+        return False
+
+
+def _serve_one(ctrl: object, spec: dict, fds: list, scratch: str, run_id: int) -> dict:
+    """Fork one run, stop it at its wall clock or when the host asks, reap it, wipe the scratch."""
+    import json
+    import select
+    import signal
+    import socket
+    import time
+
+    assert isinstance(ctrl, socket.socket)
+    start = time.monotonic()
+    zygote = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        status = EXIT_SETUP
+        try:
+            job_fd, out_fd, err_fd = fds
+            status = _child(job_fd, out_fd, err_fd, spec, scratch, zygote)
+        finally:
+            os._exit(status)
+    for fd in fds:
+        os.close(fd)
+    pidfd = os.pidfd_open(pid)
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    poller.register(ctrl.fileno(), select.POLLIN)
+    deadline = start + float(spec["wall_s"])
+    timed_out = stopped = host_gone = False
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 and not (timed_out or stopped):
+            os.kill(pid, signal.SIGKILL)
+            timed_out = True
+        wait_ms = None if (timed_out or stopped) else max(left, 0.0) * 1000
+        events = dict(poller.poll(wait_ms))
+        if ctrl.fileno() in events:
+            message = ctrl.recv(4096)
+            if not message:  # the host is gone: end the run and the worker
+                host_gone = True
+            elif json.loads(message).get("stop") != run_id:
+                continue  # a late stop for an earlier run
+            os.kill(pid, signal.SIGKILL)
+            stopped = True
+            poller.unregister(ctrl.fileno())
+        if pidfd in events:
+            break
+    os.close(pidfd)
+    _, status, usage = os.wait4(pid, 0)
+    if host_gone:
+        sys.exit(0)
+    return {
+        "id": run_id,
+        "status": status,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "maxrss_kb": usage.ru_maxrss,
+        "wall_s": time.monotonic() - start,
+        "timeout": timed_out,
+        "clean": _wipe(scratch),
+    }
+
+
+def cmd_serve(argv: list[str]) -> int:
+    """``serve CTRL_FD SCRATCH [SITE...]``: a warm worker inside the jail (a fork server).
+
+    Imports numpy and the standard library's usual modules once, tells the host it is ready, then
+    for each run the host sends on the control socket (a SOCK_SEQPACKET pair: ``{"run": id, ...}``
+    with the job, stdout and stderr as descriptors) forks a fresh process that reads the job, sets the
+    run's rlimits and seccomp, and runs the code (:func:`_child`); the worker itself never reads the
+    code or the record, so nothing of one run is in the memory the next run's process starts from.
+    It reports ``{"status", "cpu_s", "maxrss_kb", "wall_s", "timeout", "clean"}`` and ends when
+    the host closes the socket. It is not dumpable, so a run (same uid) cannot open its /proc files.
+    """
+    import json
+    import signal
+    import socket
+
+    ctrl = socket.socket(fileno=int(argv[0]))
+    scratch = argv[1]
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != here]  # no importing the harness dir
+    sys.path.extend(argv[2:])
+    _prctl(PR_SET_DUMPABLE, 0)
+    for name in ("SIGIO", "SIGURG", "SIGPIPE"):  # signals a run could aim at us through a descriptor
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+    preloaded = []
+    for module in PRELOAD:
+        try:
+            __import__(module)
+            preloaded.append(module)
+        except ImportError:
+            pass
+    ctrl.send(json.dumps({"ready": os.getpid(), "preloaded": preloaded}).encode())
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(ctrl, 1 << 16, 3)
+        except OSError:
+            return 0
+        if not message:
+            return 0
+        request = json.loads(message)
+        if "run" not in request or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            continue  # a late stop, or a malformed request from the host
+        report = _serve_one(ctrl, request, fds, scratch, request["run"])
+        ctrl.send(json.dumps(report).encode())
 
 
 def cmd_probe(argv: list[str]) -> int:
@@ -416,7 +667,7 @@ def cmd_probe(argv: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    commands = {"limit": cmd_limit, "run": cmd_run, "probe": cmd_probe}
+    commands = {"limit": cmd_limit, "serve": cmd_serve, "probe": cmd_probe}
     if not argv or argv[0] not in commands:
         print(f"usage: sandbox_harness.py {{{'|'.join(commands)}}} ...; got {argv[:1]}", file=sys.stderr)
         return EXIT_USAGE
