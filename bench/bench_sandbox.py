@@ -1,10 +1,12 @@
-"""Throughput and per-run overhead of agents.sandbox: sequential runs, SandboxPool, an empty snippet.
+"""Throughput and per-run overhead of agents.sandbox on warm workers: sequential runs and SandboxPool,
+for an empty snippet and a numpy solver, and what starting a worker costs.
 
-The solver is tests/sandbox_corpus/benign_solver.py (reads the samples, uses numpy, prints a boxed
-term) on a default-config record; the empty snippet (``pass``) measures what the sandbox itself
-costs a run: the wrapper, bubblewrap's namespaces and mounts, Python's start and the harness.
+The solver is tests/agents/sandbox_corpus/benign_solver.py (reads the samples, uses numpy, prints a
+boxed term) on a default-config record; the empty snippet (``pass``) measures what the sandbox itself
+costs a run: sending the job, the fork of a fresh process, its limits and seccomp filter, the wipe
+of the scratch and the report. The workers are started (and timed) before the runs are.
 
-    python bench/bench_sandbox.py [--runs 20] [--isolation bwrap] [--pool-size N] [--csv out.csv]
+    python bench/bench_sandbox.py [--runs 200] [--isolation bwrap] [--pool-size N] [--csv out.csv]
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from agents.sandbox import ISOLATIONS, Sandbox, SandboxPool, SandboxResult, reco
 from gf2env.oracle import TaskConfig
 from gf2env.records import generate_record
 
-SOLVER = Path(__file__).resolve().parent.parent / "tests" / "sandbox_corpus" / "benign_solver.py"
+SOLVER = Path(__file__).resolve().parent.parent / "tests" / "agents" / "sandbox_corpus" / "benign_solver.py"
 
 
 def measure(label: str, run: Callable[[], list[SandboxResult]], runs: int) -> dict:
@@ -44,28 +46,34 @@ def measure(label: str, run: Callable[[], list[SandboxResult]], runs: int) -> di
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--isolation", choices=ISOLATIONS, default=ISOLATIONS[0])
     parser.add_argument("--pool-size", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--csv", help="also write the table as CSV here")
     args = parser.parse_args()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        sandbox = Sandbox(isolation=args.isolation)
+        sandbox = Sandbox(isolation=args.isolation, workers=args.pool_size)
+    started = time.perf_counter()
+    sandbox.start()
+    start_ms = 1000 * (time.perf_counter() - started)
     view = record_view(generate_record(TaskConfig(), 3, 0, seed=0))
     solver = SOLVER.read_text()
     check = sandbox.run(solver, view)
     if not check.ok:
         raise SystemExit(f"the solver does not run: {check.to_dict()}")
     print(f"isolation {args.isolation}; layers {', '.join(sandbox.layers)}")
-    print(f"the solver prints {check.stdout.strip()}")
+    print(f"{sandbox.workers} warm workers started in {start_ms:.0f} ms (in parallel)")
+    print(f"the solver prints {check.stdout.strip()}; whole-tree peak {check.memory_mb} MiB")
     n = args.runs
     pool = SandboxPool(sandbox, args.pool_size)
     rows = [
         measure("empty, sequential", lambda: [sandbox.run("pass") for _ in range(n)], n),
+        measure(f"empty, pool of {pool.size}", lambda: pool.map([("pass", None)] * n), n),
         measure("solver, sequential", lambda: [sandbox.run(solver, view) for _ in range(n)], n),
         measure(f"solver, pool of {pool.size}", lambda: pool.map([(solver, view)] * n), n),
     ]
+    sandbox.close()
     print(f"{'case':<22} {'runs':>5} {'runs/s':>8} {'wall ms/run':>12} {'cpu ms/run':>11}")
     for row in rows:
         print(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.sandbox import inside as harness
-from agents.sandbox.limits import DEFAULT_LIMITS, SandboxLimits
+from agents.sandbox.limits import DEFAULT_LIMITS
 
 BWRAP = "bwrap"
 UNSAFE = "UNSAFE-rlimits-only"
@@ -74,8 +74,9 @@ def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def bwrap_argv(bwrap: str, limits: SandboxLimits, files: dict[str, str]) -> list[str]:
-    """bwrap and its options, up to the command; ``files`` maps names under /sandbox to host paths."""
+def bwrap_argv(bwrap: str, scratch_mb: int) -> list[str]:
+    """bwrap and its options, up to the command: the harness at /sandbox/harness.py, numpy's
+    site-packages at /sandbox/site-packages, a ``scratch_mb`` tmpfs at /scratch (/tmp links to it)."""
     python, prefix = interpreter()
     uid = str(SANDBOX_UID)
     argv = [bwrap, *BWRAP_FLAGS, "--cap-drop", "ALL", "--uid", uid, "--gid", uid, "--hostname", "gf2-sandbox"]
@@ -94,12 +95,10 @@ def bwrap_argv(bwrap: str, limits: SandboxLimits, files: dict[str, str]) -> list
     if site:
         argv += ["--ro-bind", site, "/sandbox/site-packages"]
     argv += ["--ro-bind", str(HARNESS_PATH), "/sandbox/harness.py"]
-    for name, host in files.items():
-        argv += ["--ro-bind", host, f"/sandbox/{name}"]
-    size = str(limits.scratch_mb << 20)
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp"]
-    argv += ["--size", size, "--perms", "0700", "--tmpfs", "/scratch"]
-    # the root (bwrap's tmpfs) and /dev read-only: only /tmp and /scratch can be written
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += ["--size", str(scratch_mb << 20), "--perms", "0700", "--tmpfs", "/scratch"]
+    argv += ["--symlink", "/scratch", "/tmp"]  # one tmpfs: the memory budget counts it once
+    # the root (bwrap's tmpfs) and /dev read-only: only /scratch can be written
     argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/scratch"]
     assert python.startswith(prefix) or any(_within(python, d) for d in SYSTEM_DIRS), python
     return argv
@@ -150,7 +149,7 @@ def _detect(bwrap: str) -> tuple[tuple[str, bool | str], ...]:
         info["bwrap"], info["bwrap_error"] = False, f"no executable {bwrap!r} on PATH"
     else:
         argv = [
-            *bwrap_argv(found, DEFAULT_LIMITS, {}),
+            *bwrap_argv(found, DEFAULT_LIMITS.scratch_mb),
             python,
             *PYTHON_FLAGS,
             "/sandbox/harness.py",

@@ -10,13 +10,21 @@ from typing import Any
 from agents.sandbox.errors import SandboxConfigError
 
 NPROC_LIMIT = 512  # root ignores RLIMIT_NPROC; the seccomp clone check is what stops fork storms
+JAIL_OPEN_FILES = 4096  # the worker's own; each run lowers it to its ``open_files``
 STOP_REASONS = ("exited", "error", "timeout", "cpu_limit", "memory_limit", "output_limit", "killed")
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Per-run limits. ``memory_mb`` is the address space of each process; ``scratch_mb`` sizes the
-    tmpfs at ``/scratch`` and at ``/tmp`` (bwrap only; the UNSAFE mode writes to a host tempdir).
+    """Per-run limits. The defaults fit RL rollouts: a tool call ends within 4 s of wall clock and
+    the whole jailed process tree stays within 1 GiB.
+
+    ``memory_mb`` is the budget of the whole tree: the warm worker's processes (bubblewrap and the
+    fork server), the run's process and the scratch tmpfs. The run's address space gets what is left
+    (about 1024 - 45 - 64 = 915 MiB by default; :attr:`SandboxResult.memory_mb` reports the peak).
+    ``scratch_mb`` sizes the tmpfs at ``/scratch`` (``/tmp`` is the same place; bwrap only: the
+    UNSAFE mode writes to a host tempdir). ``recursion_limit`` caps ``sys.setrecursionlimit``, so
+    runaway recursion fails fast with RecursionError.
 
     ``imports`` (``None``: any module the sandbox holds, the standard library and numpy) is the list of
     top-level modules the code's own ``import`` statements may name; the modules those import are
@@ -25,13 +33,14 @@ class SandboxLimits:
     layers of :mod:`agents.sandbox.sandbox` hold whatever the code imports.
     """
 
-    wall_s: float = 10.0
-    cpu_s: int = 10
+    wall_s: float = 4.0
+    cpu_s: int = 4
     memory_mb: int = 1024
     file_size_mb: int = 16
     open_files: int = 64
     output_bytes: int = 65536
     scratch_mb: int = 64
+    recursion_limit: int = 10_000
     imports: tuple[str, ...] | None = None
     denied_builtins: tuple[str, ...] = ()
 
@@ -56,14 +65,15 @@ class SandboxLimits:
             raise SandboxConfigError(f"SandboxLimits.wall_s={wall!r}: give a finite number of seconds > 0.")
         minimum = {
             "cpu_s": 1,
-            "memory_mb": 128,
+            "memory_mb": 256,
             "file_size_mb": 1,
             "open_files": 16,
             "output_bytes": 1,
             "scratch_mb": 1,
+            "recursion_limit": 100,
         }
         why = {
-            "memory_mb": " (Python and numpy need about 100 MiB of address space to start)",
+            "memory_mb": " (the worker, scratch and Python with numpy need about 200 MiB of it)",
             "open_files": " (Python needs a dozen descriptors to start)",
         }
         for name, low in minimum.items():
@@ -73,17 +83,27 @@ class SandboxLimits:
                     f"SandboxLimits.{name}={value!r}: give an integer >= {low}{why.get(name, '')}."
                 )
 
-    def rlimits(self) -> dict[str, tuple[int, int]]:
-        """The ``resource`` limits (soft, hard) the wrapper sets; the CPU hard limit is a second later."""
+    def run_rlimits(self, address_space_mb: int) -> dict[str, tuple[int, int]]:
+        """The ``resource`` limits (soft, hard) of a run's process, whose address space gets
+        ``address_space_mb`` (the budget less the worker and scratch); CPU's hard limit is 1 s later."""
         mib = 1 << 20
         return {
             "RLIMIT_CPU": (self.cpu_s, self.cpu_s + 1),
-            "RLIMIT_AS": (self.memory_mb * mib,) * 2,
+            "RLIMIT_AS": (address_space_mb * mib,) * 2,
             "RLIMIT_FSIZE": (self.file_size_mb * mib,) * 2,
             "RLIMIT_NOFILE": (self.open_files,) * 2,
             "RLIMIT_CORE": (0, 0),
             "RLIMIT_NPROC": (NPROC_LIMIT,) * 2,
         }
+
+
+def jail_rlimits() -> dict[str, tuple[int, int]]:
+    """The limits the wrapper sets on a whole warm worker (each run then lowers its own)."""
+    return {
+        "RLIMIT_NOFILE": (JAIL_OPEN_FILES,) * 2,
+        "RLIMIT_CORE": (0, 0),
+        "RLIMIT_NPROC": (NPROC_LIMIT,) * 2,
+    }
 
 
 DEFAULT_LIMITS = SandboxLimits()
@@ -100,7 +120,9 @@ PAPER_LIMITS = SandboxLimits(
 @dataclass(frozen=True)
 class SandboxResult:
     """What one run did. ``stdout``/``stderr`` hold at most ``output_bytes`` each (decoded with
-    replacement); ``*_bytes`` count all that was seen before the run ended."""
+    replacement); ``*_bytes`` count all that was seen before the run ended. ``memory_mb`` is the
+    peak resident memory of the whole tree (MiB): the worker's processes plus the run's own peak,
+    as seen from the host (an upper bound: pages the run shares with the worker count twice)."""
 
     stdout: str
     stderr: str
@@ -113,6 +135,7 @@ class SandboxResult:
     stderr_truncated: bool
     stdout_bytes: int
     stderr_bytes: int
+    memory_mb: float = 0.0
 
     @property
     def ok(self) -> bool:

@@ -1,23 +1,29 @@
 """Run untrusted, model-written Python against one task record, behind several independent layers.
 
-Each :meth:`Sandbox.run` starts a fresh process tree in its own session and process group:
+Each :meth:`Sandbox.run` runs the code in a fresh process forked for it alone by a warm worker
+(:mod:`~agents.sandbox.workers`: a fork server that imported numpy once, inside the jail), with an
+empty scratch:
 
-1. ``process-group`` (:mod:`~agents.sandbox.supervise`): the tree is SIGKILLed as a group at the end
-   (and under bwrap its pid namespace dies with it), so nothing the code started outlives the run;
+1. ``process-group`` (:mod:`~agents.sandbox.workers`): the run's process cannot fork, so it is the
+   whole of the run; it is SIGKILLed at its end (with every thread it started), and a worker the
+   host has to stop from outside is killed as a tree (under bwrap its pid namespace dies with it);
 2. ``bwrap-namespaces``, ``read-only-fs``, ``no-network`` (:mod:`~agents.sandbox.isolation`):
    bubblewrap with every namespace unshared, uid 65534, no capabilities, a read-only root holding
-   only ``/usr``, the Python installation and numpy's site-packages, size-capped tmpfs ``/tmp`` and
-   ``/scratch`` (the working directory);
+   only ``/usr``, the Python installation and numpy's site-packages, a size-capped tmpfs
+   ``/scratch`` (the working directory; ``/tmp`` links to it), wiped after every run;
 3. ``clearenv`` (:mod:`~agents.sandbox.isolation`): none of the host's environment reaches the
    sandbox (not even bwrap's own, which a sandboxed process could read from ``/proc/1/environ``);
 4. ``rlimits`` (:mod:`~agents.sandbox.limits`, set in :mod:`~agents.sandbox.inside`): CPU seconds,
-   address space, file size, open files, no core dumps, set by a trusted wrapper before bwrap or
-   Python start;
-5. ``seccomp`` (:mod:`~agents.sandbox.inside`): a classic-BPF filter (x86_64) the harness installs
-   before the code runs: no sockets, no new processes or programs (threads still work), no signals
-   to other processes, no ptrace, mounts, namespaces, keyrings, bpf, modules, io_uring;
-6. ``timeout`` and ``output-cap`` (:mod:`~agents.sandbox.supervise`): the parent kills the group
-   after ``wall_s`` or once stdout or stderr passes ``output_bytes``.
+   address space (the memory budget less the worker and the scratch), file size, open files, no core
+   dumps, set in the run's process before the code runs;
+5. ``seccomp`` (:mod:`~agents.sandbox.inside`): a classic-BPF filter (x86_64) installed in the run's
+   process before the code runs: no sockets, no new processes or programs (threads still work), no
+   signals, rlimits or priorities aimed at other processes, no ptrace, mounts, namespaces, keyrings,
+   bpf, modules, io_uring, System V or POSIX IPC, memory files;
+6. ``timeout``, ``output-cap`` and ``memory-watch`` (:mod:`~agents.sandbox.workers`): the worker
+   kills the run after ``wall_s``; the host has it killed once stdout or stderr passes
+   ``output_bytes`` or the whole tree's resident memory passes ``memory_mb``, and kills the whole
+   worker if it does not report within 2 s of the wall clock.
 
 The code sees ``record`` (:func:`~agents.sandbox.view.record_view`, never the target) and the
 shortcuts ``n, p, d, g, K, prefix, samples``; what it prints is returned as text, to be parsed and
@@ -29,37 +35,19 @@ graded by the caller. This module holds :class:`Sandbox`, which composes the lay
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import signal
-import sys
-import tempfile
 import threading
 import warnings
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
-from agents.sandbox import inside as harness
 from agents.sandbox.errors import SandboxConfigError, SandboxUnavailableError
-from agents.sandbox.isolation import (
-    BWRAP,
-    HARNESS_PATH,
-    HOST_ENV,
-    ISOLATIONS,
-    PYTHON_FLAGS,
-    SANDBOX_ENV,
-    UNSAFE,
-    bwrap_argv,
-    detect_isolation,
-    interpreter,
-    numpy_site,
-)
-from agents.sandbox.limits import DEFAULT_LIMITS, STOP_REASONS, SandboxLimits, SandboxResult
-from agents.sandbox.supervise import Streams, supervise
+from agents.sandbox.isolation import BWRAP, ISOLATIONS, UNSAFE, detect_isolation
+from agents.sandbox.limits import DEFAULT_LIMITS, SandboxLimits, SandboxResult
 from agents.sandbox.view import check_view, record_view
+from agents.sandbox.workers import Jail, Worker
 from gf2env.records import Record
 
 _unsafe_warned = False
@@ -81,17 +69,31 @@ def _warn_unsafe() -> None:
 
 
 class Sandbox:
-    """Runs code in a fresh, limited process tree; see the module docstring for the layers."""
+    """Runs code in a fresh, limited process on a warm worker; see the module docstring for the layers.
+
+    Up to ``workers`` (default: one per CPU) warm jails are started as concurrent runs need them, or
+    ahead of time with :meth:`start`, and reused while they stay clean. :meth:`close` (or leaving a
+    ``with`` block, garbage collection, or the end of the process) stops them."""
 
     def __init__(
-        self, limits: SandboxLimits = DEFAULT_LIMITS, isolation: str = BWRAP, bwrap: str = BWRAP
+        self,
+        limits: SandboxLimits = DEFAULT_LIMITS,
+        isolation: str = BWRAP,
+        bwrap: str = BWRAP,
+        workers: int | None = None,
     ) -> None:
         if not isinstance(limits, SandboxLimits):
             raise SandboxConfigError(f"limits must be a SandboxLimits, got {type(limits).__name__}.")
         if isolation not in ISOLATIONS:
             raise SandboxConfigError(f"isolation={isolation!r} is not one of {ISOLATIONS}.")
+        workers = (os.cpu_count() or 1) if workers is None else workers
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise SandboxConfigError(
+                f"Sandbox workers={workers!r}: give an integer >= 1 (or None for one per CPU)."
+            )
         self.limits = limits
         self.isolation = isolation
+        self.workers = workers
         info = detect_isolation(bwrap)
         self.info = info
         if isolation == BWRAP and not info["bwrap"]:
@@ -103,140 +105,159 @@ class Sandbox:
             )
         self.bwrap = str(info["bwrap_path"]) if isolation == BWRAP else ""
         self.seccomp = bool(info["seccomp"])
-        layers = ["process-group", "rlimits", "timeout", "output-cap", "clearenv"]
+        layers = ["process-group", "rlimits", "timeout", "output-cap", "memory-watch", "clearenv"]
         if isolation == BWRAP:
-            layers[4:4] = ["bwrap-namespaces", "read-only-fs", "no-network"]
+            layers[5:5] = ["bwrap-namespaces", "read-only-fs", "no-network"]
         else:
             _warn_unsafe()
         if self.seccomp:
             layers.append("seccomp")
         self.layers: tuple[str, ...] = tuple(layers)
+        self._jail = Jail(isolation, self.bwrap, self.seccomp, limits.scratch_mb)
+        self._idle: list[Worker] = []
+        self._all: set[Worker] = set()
+        self._starting = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self.workers_started = 0  # warm workers started so far
+        self.workers_retired = 0  # and stopped after a run (scratch not wiped, killed, or dead)
+        self._finalizer = weakref.finalize(self, _stop_workers, self._all)
 
-    def run_record(self, code: str, record: Record) -> SandboxResult:
+    # ------------------------------------------------------------------------ workers
+    def start(self, count: int | None = None) -> None:
+        """Start warm workers now, in parallel, up to ``count`` (default: ``workers``) in all, so
+        that the first runs do not wait for them."""
+        with self._cond:
+            self._check_open()
+            wanted = self.workers if count is None else min(count, self.workers)
+            new = max(0, wanted - len(self._all) - self._starting)
+            self._starting += new
+        if not new:
+            return
+        started: list[Worker] = []
+        try:
+            with ThreadPoolExecutor(max_workers=new, thread_name_prefix="sandbox-start") as pool:
+                futures = [pool.submit(Worker, self._jail) for _ in range(new)]
+                started = [f.result() for f in futures]
+        finally:
+            with self._cond:
+                self._starting -= new
+                self.workers_started += len(started)
+                for worker in started:
+                    self._all.add(worker)
+                    self._idle.append(worker)
+                self._cond.notify_all()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxConfigError("this Sandbox is closed; make a new one.")
+
+    def _acquire(self) -> Worker:
+        with self._cond:
+            while True:
+                self._check_open()
+                for worker in [w for w in self._all if w.owner != os.getpid()]:  # inherited by a fork
+                    self._all.discard(worker)
+                    if worker in self._idle:
+                        self._idle.remove(worker)
+                if self._idle:
+                    return self._idle.pop()
+                if len(self._all) + self._starting < self.workers:
+                    self._starting += 1
+                    break
+                self._cond.wait()
+        new: Worker | None = None
+        try:
+            new = Worker(self._jail)
+            return new
+        finally:
+            with self._cond:
+                self._starting -= 1
+                if new is not None:
+                    self.workers_started += 1
+                    self._all.add(new)
+                self._cond.notify_all()
+
+    def _release(self, worker: Worker) -> None:
+        with self._cond:
+            keep = worker.healthy and not self._closed
+            if keep:
+                self._idle.append(worker)
+            else:
+                self._all.discard(worker)
+                self.workers_retired += not self._closed
+            self._cond.notify_all()
+        if not keep:
+            worker.stop()
+
+    def close(self) -> None:
+        """Stop every worker (runs in flight finish first and their workers stop then); later runs
+        are refused."""
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            for worker in idle:
+                self._all.discard(worker)
+        for worker in idle:
+            worker.stop()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------------ runs
+    def run_record(self, code: str, record: Record, *, limits: SandboxLimits | None = None) -> SandboxResult:
         """Run ``code`` with ``record_view(record)``."""
-        return self.run(code, record_view(record))
+        return self.run(code, record_view(record), limits=limits)
 
-    def run(self, code: str, view: dict[str, Any] | None = None) -> SandboxResult:
-        """Run ``code`` against ``view`` (from :func:`record_view`; None: an empty record)."""
+    def run(
+        self, code: str, view: dict[str, Any] | None = None, *, limits: SandboxLimits | None = None
+    ) -> SandboxResult:
+        """Run ``code`` against ``view`` (from :func:`record_view`; None: an empty record), under the
+        Sandbox's limits or this run's ``limits`` (any field but ``scratch_mb``, which sizes the jail)."""
         if not isinstance(code, str):
             raise SandboxConfigError(f"code must be a str of Python source, got {type(code).__name__}.")
         try:
             code_bytes = code.encode("utf-8")
         except UnicodeEncodeError as err:
             raise SandboxConfigError(f"code is not encodable as UTF-8 ({err}); pass valid text.") from err
+        limits = self.limits if limits is None else limits
+        if not isinstance(limits, SandboxLimits):
+            raise SandboxConfigError(f"limits must be a SandboxLimits, got {type(limits).__name__}.")
+        if limits.scratch_mb != self.limits.scratch_mb:
+            raise SandboxConfigError(
+                f"a run's limits.scratch_mb={limits.scratch_mb} differs from the Sandbox's "
+                f"{self.limits.scratch_mb}: the scratch size is the jail's; make a Sandbox with it."
+            )
         view_json = check_view(view)
-        tmp = tempfile.mkdtemp(prefix="gf2-sandbox-")
+        worker = self._acquire()
         try:
-            return self._run_in(tmp, code_bytes, view_json)
+            return worker.run(code_bytes, view_json, limits)
+        except BaseException:
+            worker.healthy = False
+            raise
         finally:
-            _remove_tree(tmp)
-
-    def _command(
-        self, tmp: str, code: bytes, view_json: str, report_fd: int
-    ) -> tuple[list[str], dict[str, str], str]:
-        python, _ = interpreter()
-        site = numpy_site()
-        host = {
-            "code.py": os.path.join(tmp, "code.py"),
-            "record.json": os.path.join(tmp, "record.json"),
-            "job.json": os.path.join(tmp, "job.json"),
-        }
-        Path(host["code.py"]).write_bytes(code)
-        Path(host["record.json"]).write_text(view_json)
-        if self.isolation == BWRAP:
-            inside = {name: f"/sandbox/{name}" for name in host}
-            sites = ["/sandbox/site-packages"] if site else []
-            script, env, cwd = "/sandbox/harness.py", HOST_ENV, tmp
-            prefix = bwrap_argv(self.bwrap, self.limits, host)
-        else:
-            inside, sites, script = host, [site] if site else [], str(HARNESS_PATH)
-            cwd = os.path.join(tmp, "scratch")
-            os.mkdir(cwd, 0o700)
-            env, prefix = {**SANDBOX_ENV, "HOME": cwd}, []
-        job = {
-            "code": inside["code.py"],
-            "record": inside["record.json"],
-            "site": sites,
-            "seccomp": self.seccomp,
-            "imports": None if self.limits.imports is None else list(self.limits.imports),
-            "denied_builtins": list(self.limits.denied_builtins),
-        }
-        Path(host["job.json"]).write_text(json.dumps(job))
-        limits = harness.format_rlimits(self.limits.rlimits())
-        wrapper = [python, *PYTHON_FLAGS, str(HARNESS_PATH), "limit", limits, str(report_fd), "--"]
-        return [*wrapper, *prefix, python, *PYTHON_FLAGS, script, "run", inside["job.json"]], env, cwd
-
-    def _run_in(self, tmp: str, code: bytes, view_json: str) -> SandboxResult:
-        def command(report_fd: int) -> tuple[list[str], dict[str, str], str]:
-            return self._command(tmp, code, view_json, report_fd)
-
-        return self._result(*supervise(command, self.limits))
-
-    def _result(self, streams: Streams, status: int, cpu: float, wall: float, stop: str) -> SandboxResult:
-        code: int | None = None
-        sig: int | None = None
-        if os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-        else:
-            code = os.WEXITSTATUS(status)
-            if self.isolation == BWRAP and 128 < code < 128 + signal.NSIG:  # bwrap's report of a signal
-                sig, code = code - 128, None
-        if stop:
-            reason = stop
-        elif sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= self.limits.cpu_s):
-            reason = "cpu_limit"
-        elif sig is not None:
-            reason = "killed"
-        elif code == 0:
-            reason = "exited"
-        elif code == harness.EXIT_MEMORY:
-            reason = "memory_limit"
-        else:
-            reason = "error"
-        assert reason in STOP_REASONS
-        fds = list(streams.files)
-        out, out_cut, out_n = streams.text(fds[0])
-        err, err_cut, err_n = streams.text(fds[1])
-        return SandboxResult(
-            stdout=out,
-            stderr=err,
-            exit_code=code,
-            signal=sig,
-            wall_s=round(wall, 4),
-            cpu_s=round(cpu, 4),
-            stop_reason=reason,
-            stdout_truncated=out_cut,
-            stderr_truncated=err_cut,
-            stdout_bytes=out_n,
-            stderr_bytes=err_n,
-        )
+            self._release(worker)
 
 
-def _remove_tree(path: str) -> None:
-    """Delete a run's temp directory; what cannot be deleted is warned about, not hidden."""
-
-    def complain(func: Any, name: str, exc: Any) -> None:
-        error = exc[1] if isinstance(exc, tuple) else exc
-        warnings.warn(
-            f"could not remove the sandbox's temporary {name}: {error}", RuntimeWarning, stacklevel=2
-        )
-
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=complain)
-    else:
-        shutil.rmtree(path, onerror=complain)
+def _stop_workers(workers: set[Worker]) -> None:
+    for worker in list(workers):
+        worker.stop()
+    workers.clear()
 
 
 class SandboxPool:
-    """Runs many jobs on one :class:`Sandbox`, ``size`` at a time (default: one per CPU), in order."""
+    """Runs many jobs on one :class:`Sandbox`, ``size`` at a time (default: its ``workers``), in order."""
 
     def __init__(self, sandbox: Sandbox, size: int | None = None) -> None:
         if not isinstance(sandbox, Sandbox):
             raise SandboxConfigError(f"SandboxPool needs a Sandbox, got {type(sandbox).__name__}.")
-        size = (os.cpu_count() or 1) if size is None else size
+        size = sandbox.workers if size is None else size
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise SandboxConfigError(
-                f"SandboxPool size={size!r}: give an integer >= 1 (or None for one per CPU)."
+                f"SandboxPool size={size!r}: give an integer >= 1 (or None for the Sandbox's workers)."
             )
         self.sandbox = sandbox
         self.size = size

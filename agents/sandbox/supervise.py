@@ -1,88 +1,77 @@
-"""Process supervision: start the run in its own session and process group, read stdout and stderr
-without blocking up to the output cap, stop it at the wall-clock deadline, SIGKILL the whole group
-at the end and collect the wrapper's report of the program's status and CPU time."""
+"""Watching a process tree from the host: its members and resident memory (read from /proc), killing
+all of it, and a run's stdout and stderr read without blocking up to the output cap."""
 
 from __future__ import annotations
 
-import json
 import os
 import selectors
 import signal
-import subprocess
 import time
-from collections.abc import Callable
-from pathlib import Path
 
-from agents.sandbox.limits import SandboxLimits
-
-DRAIN_S = 1.0  # how long stragglers may hold the pipes once the child has exited or been killed
-POLL_S = 0.02  # exit polling when pidfd_open is unavailable
+PAGE_MB = os.sysconf("SC_PAGE_SIZE") / (1 << 20)
 
 
-def _exited(pid: int) -> bool:
-    """Has ``pid`` exited? (without reaping it, so its process group id stays reserved)"""
-    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-
-
-def _tree_cpu_s(pid: int) -> float:
-    """CPU seconds used so far by ``pid`` and its descendants (read from /proc; 0 where unreadable)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total, stack, seen = 0.0, [pid], set()
+def tree_pids(root: int) -> list[int]:
+    """``root`` and every process below it (an empty list once ``root`` is gone)."""
+    found, stack = [], [root]
     while stack:
-        p = stack.pop()
-        if p in seen:
-            continue
-        seen.add(p)
+        pid = stack.pop()
         try:
-            stat = Path(f"/proc/{p}/stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
-            for task in os.listdir(f"/proc/{p}/task"):
-                stack += [int(c) for c in Path(f"/proc/{p}/task/{task}/children").read_text().split()]
-        except (OSError, ValueError, IndexError):
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
             continue
-    return total
+        found.append(pid)
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children") as fh:
+                    stack += [int(c) for c in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+    return found
 
 
-def _read_report(fd: int) -> tuple[int, float] | None:
-    """The wrapper's ``(wait status, CPU seconds)`` of the program, or None when it wrote none."""
-    os.set_blocking(fd, False)
+def resident_mb(pid: int) -> float:
+    """The resident memory of one process in MiB (0 when it is gone)."""
     try:
-        data = os.read(fd, 4096)
-    except BlockingIOError:
-        return None
-    if not data:
-        return None
-    report = json.loads(data)
-    if report["status"] is None:
-        return None
-    return int(report["status"]), float(report["cpu_s"])
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * PAGE_MB
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def tree_resident_mb(root: int, skip: int | None = None) -> float:
+    """The summed resident memory of ``root``'s tree (less the process ``skip``), in MiB: pages that
+    processes share count once per process, so this is an upper bound of what the tree holds."""
+    return sum(resident_mb(pid) for pid in tree_pids(root) if pid != skip)
+
+
+def kill_tree(root: int) -> None:
+    """SIGKILL ``root`` and everything below it, parents first (nothing can fork meanwhile: the
+    sandbox's seccomp filter allows threads only)."""
+    for pid in tree_pids(root):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 class Streams:
-    """stdout and stderr of one run, read without blocking and kept up to a byte cap."""
+    """stdout and stderr of one run (the read ends of two pipes), read without blocking and kept up
+    to a byte cap each; ``selector`` may hold other descriptors too (the caller handles those)."""
 
-    def __init__(self, proc: subprocess.Popen, cap: int) -> None:
-        assert proc.stdout is not None and proc.stderr is not None
+    def __init__(self, out_fd: int, err_fd: int, cap: int) -> None:
         self.cap = cap
-        self.files = {proc.stdout.fileno(): proc.stdout, proc.stderr.fileno(): proc.stderr}
-        self.kept = {fd: bytearray() for fd in self.files}
-        self.seen = dict.fromkeys(self.files, 0)
+        self.fds = (out_fd, err_fd)
+        self.kept = {fd: bytearray() for fd in self.fds}
+        self.seen = dict.fromkeys(self.fds, 0)
         self.selector = selectors.DefaultSelector()
-        for fd in self.files:
+        for fd in self.fds:
             os.set_blocking(fd, False)
             self.selector.register(fd, selectors.EVENT_READ)
 
     @property
     def open(self) -> int:
-        return sum(1 for key in self.selector.get_map().values() if key.fd in self.files)
+        return sum(1 for key in self.selector.get_map().values() if key.fd in self.fds)
 
     def over_cap(self) -> bool:
         return any(n > self.cap for n in self.seen.values())
@@ -100,102 +89,18 @@ class Streams:
         if room > 0:
             self.kept[fd] += chunk[:room]
 
-    def pump(self, timeout: float) -> None:
-        """Read what is ready within ``timeout`` (returns early when another registered fd fires)."""
-        for key, _ in self.selector.select(max(timeout, 0.0)):
-            if key.fd in self.files:
-                self.read(key.fd)
-
     def drain(self, seconds: float) -> None:
+        """Read until both pipes close (the run's process is gone) or ``seconds`` pass."""
         end = time.monotonic() + seconds
         while self.open and time.monotonic() < end:
-            self.pump(end - time.monotonic())
+            for key, _ in self.selector.select(max(end - time.monotonic(), 0.0)):
+                if key.fd in self.fds:
+                    self.read(key.fd)
 
     def close(self) -> None:
         self.selector.close()
-        for f in self.files.values():
-            f.close()
+        for fd in self.fds:
+            os.close(fd)
 
     def text(self, fd: int) -> tuple[str, bool, int]:
         return self.kept[fd].decode("utf-8", errors="replace"), self.seen[fd] > self.cap, self.seen[fd]
-
-
-# what to start, given the report pipe's write end: (argv, env, cwd)
-Command = Callable[[int], tuple[list[str], dict[str, str], str]]
-
-
-def supervise(command: Command, limits: SandboxLimits) -> tuple[Streams, int, float, float, str]:
-    """Run ``command(report_fd)`` under ``limits`` (wall clock, output cap) until it ends.
-
-    Returns the streams, the program's wait status and CPU seconds, the wall seconds, and why it was
-    stopped: '' when it ended by itself, else ``timeout`` or ``output_limit``."""
-    report_r, report_w = os.pipe()
-    try:
-        argv, env, cwd = command(report_w)
-        start = time.monotonic()
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd,
-            close_fds=True,
-            pass_fds=(report_w,),
-            start_new_session=True,
-        )
-    except BaseException:
-        os.close(report_r)
-        raise
-    finally:
-        os.close(report_w)
-    streams = Streams(proc, limits.output_bytes)
-    pidfd = None
-    try:
-        if hasattr(os, "pidfd_open"):
-            try:
-                pidfd = os.pidfd_open(proc.pid)
-                streams.selector.register(pidfd, selectors.EVENT_READ)
-            except OSError:
-                pidfd = None
-        stop, tree_cpu = _watch(proc, streams, pidfd, start + limits.wall_s)
-        if pidfd is not None and pidfd in streams.selector.get_map():
-            streams.selector.unregister(pidfd)
-        _kill_group(proc.pid)  # the leader is not reaped yet, so its group id is still ours
-        _, wrapper_status, usage = os.wait4(proc.pid, 0)
-        wall = time.monotonic() - start
-        proc.returncode = wrapper_status  # reaped here; keep Popen from waiting again
-        streams.drain(DRAIN_S)
-        report = _read_report(report_r)
-    finally:
-        os.close(report_r)
-        if proc.returncode is None:  # something above raised: leave nothing running
-            _kill_group(proc.pid)
-            proc.wait()
-        if pidfd is not None:
-            os.close(pidfd)
-        streams.close()
-    if report is not None:  # the wrapper saw the program end: its status and everyone's CPU
-        status, cpu = report
-    else:  # the wrapper was killed (timeout, output cap) or failed before starting the program
-        status, cpu = wrapper_status, max(usage.ru_utime + usage.ru_stime, tree_cpu)
-    return streams, status, cpu, wall, stop
-
-
-def _watch(proc: subprocess.Popen, streams: Streams, pidfd: int | None, deadline: float) -> tuple[str, float]:
-    """Pump the pipes until the child exits (''), the deadline passes or the output cap is hit."""
-    while True:
-        if _exited(proc.pid):
-            if pidfd is not None:
-                streams.selector.unregister(pidfd)
-                pidfd = None
-            end = time.monotonic() + DRAIN_S
-            while streams.open and not streams.over_cap() and time.monotonic() < end:
-                streams.pump(end - time.monotonic())
-            return ("output_limit", 0.0) if streams.over_cap() else ("", 0.0)
-        now = time.monotonic()
-        if now >= deadline:
-            return "timeout", _tree_cpu_s(proc.pid)
-        streams.pump(min(deadline - now, 1.0 if pidfd is not None else POLL_S))
-        if streams.over_cap():
-            return "output_limit", _tree_cpu_s(proc.pid)

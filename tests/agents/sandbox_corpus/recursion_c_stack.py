@@ -1,8 +1,7 @@
-# expect: stop_reason=killed; signal=11
-# limits: wall_s=8 cpu_s=5
+# expect: stop_reason=error; stderr_contains=RecursionError; stderr_contains=capped at 10000; wall_max=2
 # modes: bwrap unsafe
-# Recursion limit lifted, then a C-level recursion (repr of deeply nested lists) overflows the
-# C stack: the process dies by SIGSEGV, and only it.
+# Recursion limit lifted, then a C-level recursion (repr of deeply nested lists) that would overflow
+# the C stack: the sandbox caps the limit (and says so), so it fails fast with RecursionError.
 import sys
 
 sys.setrecursionlimit(10**8)

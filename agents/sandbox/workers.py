@@ -1,0 +1,341 @@
+"""Warm workers: one jail (bubblewrap, or the UNSAFE mode's bare process) holding a fork server that
+has imported numpy once, started ahead of the runs and reused while it stays clean.
+
+Each run still gets a fresh process, forked for it alone, and an empty scratch: the worker wipes the
+scratch after every run and the host retires the worker when that fails, when the run had to be
+killed from outside, or when the worker dies. The host watches the whole tree's resident memory
+while a run is in flight and stops the run when the tree passes ``memory_mb``; the run's own address
+space is the budget less what the worker holds and the scratch size, so that stop is a backstop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from agents.sandbox import inside as harness
+from agents.sandbox.errors import SandboxConfigError, SandboxUnavailableError
+from agents.sandbox.isolation import (
+    BWRAP,
+    HARNESS_PATH,
+    HOST_ENV,
+    PYTHON_FLAGS,
+    SANDBOX_ENV,
+    bwrap_argv,
+    interpreter,
+    numpy_site,
+)
+from agents.sandbox.limits import STOP_REASONS, SandboxLimits, SandboxResult, jail_rlimits
+from agents.sandbox.supervise import Streams, kill_tree, resident_mb, tree_pids, tree_resident_mb
+
+START_S = 30.0  # how long a worker may take to say it is ready
+BACKSTOP_S = 2.0  # beyond the wall clock: the worker did not report, so the host kills it
+DRAIN_S = 1.0  # how long the pipes may stay open once the report is in
+SAMPLE_S = 0.01  # how often the host reads the tree's memory during a run
+MIN_ADDRESS_SPACE_MB = 32  # what a run needs beyond the worker's own address space
+
+_spawner: ThreadPoolExecutor | None = None
+_spawner_lock = threading.Lock()
+
+
+def _spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen:
+    """Start a worker from one long-lived thread: the wrapper asks for SIGKILL when the thread that
+    started it ends, so a worker must not be started by a short-lived pool thread, and it dies with
+    this process (the thread ends at interpreter exit)."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gf2-sandbox-spawner")
+    return _spawner.submit(lambda: subprocess.Popen(argv, **kwargs)).result()
+
+
+@dataclass(frozen=True)
+class Jail:
+    """What every worker of one Sandbox shares: isolation, the bwrap binary, seccomp, scratch size."""
+
+    isolation: str
+    bwrap: str
+    seccomp: bool
+    scratch_mb: int
+
+
+class Worker:
+    """One warm jail and its fork server; :meth:`run` runs one job at a time (the caller serialises)."""
+
+    def __init__(self, jail: Jail) -> None:
+        self.jail = jail
+        self.owner = os.getpid()  # a forked host must not talk to its parent's workers
+        self.runs = 0
+        self.healthy = True
+        self.host_scratch = ""
+        ctrl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.ctrl = ctrl
+        python, _ = interpreter()
+        site = numpy_site()
+        if jail.isolation == BWRAP:
+            sites = ["/sandbox/site-packages"] if site else []
+            inner = [*bwrap_argv(jail.bwrap, jail.scratch_mb), python, *PYTHON_FLAGS, "/sandbox/harness.py"]
+            inner += ["serve", str(theirs.fileno()), "/scratch", *sites]
+            env, cwd = HOST_ENV, "/"
+        else:
+            self.host_scratch = tempfile.mkdtemp(prefix="gf2-sandbox-")
+            inner = [python, *PYTHON_FLAGS, str(HARNESS_PATH), "serve", str(theirs.fileno())]
+            inner += [self.host_scratch, *([site] if site else [])]
+            env, cwd = {**SANDBOX_ENV, "HOME": self.host_scratch}, self.host_scratch
+        limits = harness.format_rlimits(jail_rlimits())
+        argv = [python, *PYTHON_FLAGS, str(HARNESS_PATH), "limit", limits, "--", *inner]
+        try:
+            self.proc = _spawn(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=cwd,
+                close_fds=True,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+            )
+        except BaseException:
+            ctrl.close()
+            self._remove_scratch()
+            raise
+        finally:
+            theirs.close()
+        try:
+            ready = self._receive(START_S)
+            if not isinstance(ready, dict) or not isinstance(ready.get("ready"), int):
+                raise SandboxUnavailableError(f"the sandbox worker did not start: {self._why()}")
+            self.zygote = self._find_zygote()
+            self.overhead_mb = tree_resident_mb(self.proc.pid)
+            self.vm_size_mb = _vm_size_mb(self.zygote)
+        except BaseException:
+            self.stop()
+            raise
+
+    # ------------------------------------------------------------------------ lifecycle
+    def _receive(self, timeout: float) -> Any:
+        """The next message of the worker as JSON (None when it closed the socket or said nothing)."""
+        self.ctrl.settimeout(timeout)
+        try:
+            data = self.ctrl.recv(1 << 16)
+        except (TimeoutError, OSError):
+            return None
+        finally:
+            self.ctrl.settimeout(None)
+        return json.loads(data) if data else None
+
+    def _why(self) -> str:
+        """What the worker wrote to its stderr before it failed (after killing it)."""
+        kill_tree(self.proc.pid)
+        self.proc.wait()
+        assert self.proc.stderr is not None
+        text = self.proc.stderr.read(4096).decode(errors="replace").strip()
+        return text or f"exit status {self.proc.returncode}"
+
+    def _find_zygote(self) -> int:
+        """The host pid of the fork server: the last of the fresh worker's tree, which is a chain
+        (bwrap, its init in the new pid namespace, the server; or the server alone)."""
+        pids = tree_pids(self.proc.pid)
+        return pids[-1] if pids else self.proc.pid
+
+    def address_space_mb(self, limits: SandboxLimits) -> int:
+        """What a run's process may map: the budget less the worker's resident memory and scratch."""
+        scratch = self.jail.scratch_mb if self.jail.isolation == BWRAP else 0
+        room = int(limits.memory_mb - self.overhead_mb - scratch)
+        if room < self.vm_size_mb + MIN_ADDRESS_SPACE_MB:
+            raise SandboxConfigError(
+                f"SandboxLimits.memory_mb={limits.memory_mb}: the worker holds {self.overhead_mb:.0f} MiB "
+                f"and the scratch {scratch} MiB, leaving {room} MiB of address space for a run that starts "
+                f"with {self.vm_size_mb:.0f} MiB mapped (Python and numpy); raise memory_mb to at least "
+                f"{int(limits.memory_mb - room + self.vm_size_mb + MIN_ADDRESS_SPACE_MB) + 1}."
+            )
+        return room
+
+    def stop(self) -> None:
+        """End the worker: close its socket (it exits), kill what is left, reap, remove its scratch."""
+        self.healthy = False
+        if os.getpid() != self.owner:  # a forked copy: the parent's worker is not ours to stop
+            self.ctrl.close()
+            return
+        self.ctrl.close()
+        try:
+            self.proc.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            kill_tree(self.proc.pid)
+            self.proc.wait()
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+        self._remove_scratch()
+
+    def _remove_scratch(self) -> None:
+        if self.host_scratch:
+            shutil.rmtree(self.host_scratch, ignore_errors=True)
+
+    # ------------------------------------------------------------------------ one run
+    def run(self, code: bytes, view_json: str, limits: SandboxLimits) -> SandboxResult:
+        """Run one job; the worker is marked unhealthy when it must not serve another."""
+        self.runs += 1
+        run_id = self.runs
+        room = self.address_space_mb(limits)
+        job_fd = os.memfd_create("gf2-sandbox-job", os.MFD_CLOEXEC)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            payload = json.dumps({"code": code.decode("utf-8"), "view": json.loads(view_json)}).encode()
+            _write_all(job_fd, payload)
+            os.lseek(job_fd, 0, os.SEEK_SET)
+            request = {
+                "run": run_id,
+                "wall_s": limits.wall_s,
+                "rlimits": harness.format_rlimits(limits.run_rlimits(room)),
+                "imports": None if limits.imports is None else list(limits.imports),
+                "denied_builtins": list(limits.denied_builtins),
+                "recursion_limit": limits.recursion_limit,
+                "seccomp": self.jail.seccomp,
+            }
+            start = time.monotonic()
+            socket.send_fds(self.ctrl, [json.dumps(request).encode()], [job_fd, out_w, err_w])
+        except BaseException:
+            for fd in (out_r, err_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (job_fd, out_w, err_w):
+                os.close(fd)
+        streams = Streams(out_r, err_r, limits.output_bytes)
+        try:
+            report, stop, peak = self._watch(streams, run_id, limits, start)
+            wall = time.monotonic() - start
+            streams.drain(DRAIN_S)
+        finally:
+            streams.close()
+        return self._result(streams, report, stop, peak, wall, limits)
+
+    def _watch(
+        self, streams: Streams, run_id: int, limits: SandboxLimits, start: float
+    ) -> tuple[dict[str, Any] | None, str, float]:
+        """Pump the pipes, watch memory and the clock, until the worker reports the run's end."""
+        import selectors
+
+        streams.selector.register(self.ctrl.fileno(), selectors.EVENT_READ)
+        backstop = start + limits.wall_s + BACKSTOP_S
+        stop, peak, sampled = "", self.overhead_mb, 0.0
+        try:
+            while True:
+                now = time.monotonic()
+                if now >= backstop:  # the worker did not stop the run: stop everything
+                    self.healthy = False
+                    kill_tree(self.proc.pid)
+                    return None, stop or "timeout", peak
+                for key, _ in streams.selector.select(min(backstop - now, SAMPLE_S)):
+                    if key.fd != self.ctrl.fileno():
+                        streams.read(key.fd)
+                        continue
+                    data = self.ctrl.recv(1 << 16)  # ready: a whole message, or b"" at its end
+                    if not data:  # the worker died
+                        self.healthy = False
+                        return None, stop, peak
+                    report = json.loads(data)
+                    if report.get("id") == run_id:
+                        return report, stop, peak
+                if time.monotonic() - sampled >= SAMPLE_S:
+                    sampled = time.monotonic()
+                    memory = tree_resident_mb(self.proc.pid)
+                    peak = max(peak, memory)
+                    if memory > limits.memory_mb and not stop:
+                        stop = "memory_limit"
+                        self._ask_stop(run_id)
+                if streams.over_cap() and not stop:
+                    stop = "output_limit"
+                    self._ask_stop(run_id)
+        finally:
+            streams.selector.unregister(self.ctrl.fileno())
+
+    def _ask_stop(self, run_id: int) -> None:
+        try:
+            self.ctrl.send(json.dumps({"stop": run_id}).encode())
+        except OSError:
+            self.healthy = False
+
+    def _result(
+        self,
+        streams: Streams,
+        report: dict[str, Any] | None,
+        stop: str,
+        peak: float,
+        wall: float,
+        limits: SandboxLimits,
+    ) -> SandboxResult:
+        code: int | None = None
+        sig: int | None = None
+        cpu = 0.0
+        if report is None:  # the worker died or was killed: the run is reported as killed
+            sig = signal.SIGKILL
+            reason = stop or "killed"
+            self.healthy = False
+        else:
+            status, cpu = int(report["status"]), float(report["cpu_s"])
+            peak = max(peak, self.overhead_mb + int(report["maxrss_kb"]) / 1024)
+            if not report["clean"]:
+                self.healthy = False
+            if os.WIFSIGNALED(status):
+                sig = os.WTERMSIG(status)
+            else:
+                code = os.WEXITSTATUS(status)
+            if stop:
+                reason = stop
+            elif report["timeout"]:
+                reason = "timeout"
+            elif sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= limits.cpu_s):
+                reason = "cpu_limit"
+            elif sig is not None:
+                reason = "killed"
+            elif code == 0:
+                reason = "exited"
+            elif code == harness.EXIT_MEMORY:
+                reason = "memory_limit"
+            else:
+                reason = "error"
+        assert reason in STOP_REASONS
+        out, out_cut, out_n = streams.text(streams.fds[0])
+        err, err_cut, err_n = streams.text(streams.fds[1])
+        return SandboxResult(
+            stdout=out,
+            stderr=err,
+            exit_code=code,
+            signal=sig,
+            wall_s=round(wall, 4),
+            cpu_s=round(cpu, 4),
+            stop_reason=reason,
+            stdout_truncated=out_cut,
+            stderr_truncated=err_cut,
+            stdout_bytes=out_n,
+            stderr_bytes=err_n,
+            memory_mb=round(peak, 1),
+        )
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _vm_size_mb(pid: int) -> float:
+    """A process's mapped address space in MiB (its resident memory when /proc hides the size)."""
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+    except (OSError, ValueError, IndexError):
+        return resident_mb(pid)

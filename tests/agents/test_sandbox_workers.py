@@ -1,0 +1,245 @@
+"""Warm sandbox workers, in real processes: reuse, a fresh process and an empty scratch for every run,
+no run poisoning the next, workers that die or hang replaced, nothing left after close or after the
+host dies, and per-run limits."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from agents.sandbox import UNSAFE, Sandbox, SandboxConfigError, SandboxLimits, detect_isolation
+from agents.sandbox.supervise import tree_pids
+from tests.paths import REPO
+
+INFO = detect_isolation()
+MODES = [
+    pytest.param(
+        "bwrap",
+        marks=pytest.mark.skipif(not INFO["bwrap"], reason=f"no bubblewrap: {INFO['bwrap_error']}"),
+    ),
+    pytest.param(UNSAFE),
+]
+
+
+def make(mode: str, **kwargs: object) -> Sandbox:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return Sandbox(isolation=mode, **kwargs)  # type: ignore[arg-type]
+
+
+def descendants() -> list[int]:
+    return [pid for pid in tree_pids(os.getpid()) if pid != os.getpid()]
+
+
+def servers() -> list[int]:
+    """Host pids of this test process's fork servers."""
+    found = []
+    for pid in descendants():
+        try:
+            is_bwrap = Path(f"/proc/{pid}/comm").read_text().strip() == "bwrap"
+            if b"\0serve\0" in Path(f"/proc/{pid}/cmdline").read_bytes() and not is_bwrap:
+                found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_runs_reuse_one_worker_with_a_fresh_process_and_an_empty_scratch(mode: str) -> None:
+    dirty = textwrap.dedent(
+        """
+        import os, stat
+        os.makedirs("deep/er", exist_ok=True)
+        open("deep/er/f", "w").write("x")
+        os.chmod("deep/er", 0)
+        os.chmod("deep", stat.S_IRUSR | stat.S_IXUSR)
+        os.mkfifo("fifo")
+        os.symlink("/etc/passwd", "link")
+        open("/tmp/t", "w").write("t")
+        import numpy as np
+        print(os.getpid(), np.random.randint(1 << 30), sorted(os.listdir(".")))
+        """
+    )
+    look = "import os, numpy as np\n"
+    look += "print(os.getpid(), np.random.randint(1 << 30), os.listdir('.'), os.listdir('/tmp'))"
+    with make(mode, workers=1) as sandbox:
+        first = sandbox.run(dirty)
+        assert first.ok, first.stderr
+        second = sandbox.run(look)
+        assert second.ok, second.stderr
+        pid1, draw1, _ = first.stdout.split(" ", 2)
+        pid2, draw2, listing = second.stdout.split(" ", 2)
+        assert pid1 != pid2 and draw1 != draw2  # a fresh process, and numpy's generator drawn afresh
+        if mode == "bwrap":
+            assert listing.strip() == "[] []"  # /scratch and /tmp (the same tmpfs) wiped
+        else:
+            assert listing.startswith("[]")  # the UNSAFE mode's /tmp is the host's
+        assert sandbox.workers_started == 1 and sandbox.workers_retired == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_run_cannot_poison_the_worker_for_the_next(mode: str) -> None:
+    hostile = textwrap.dedent(
+        """
+        import fcntl, os, resource, signal
+        parent = os.getppid()
+        attempts = {
+            "prlimit": lambda: resource.prlimit(parent, resource.RLIMIT_NOFILE, (3, 3)),
+            "setpriority": lambda: os.setpriority(os.PRIO_PROCESS, parent, 19),
+            "setpriority_user": lambda: os.setpriority(os.PRIO_USER, 0, 19),
+            "sched_setaffinity": lambda: os.sched_setaffinity(parent, {0}),
+            "kill_parent": lambda: os.kill(parent, signal.SIGKILL),
+            "kill_group": lambda: os.kill(0, signal.SIGKILL),
+            "kill_all": lambda: os.kill(-1, signal.SIGKILL),
+            "sigio_owner": lambda: fcntl.fcntl(os.pipe()[0], fcntl.F_SETOWN, parent),
+            "memfd": lambda: os.memfd_create("keep"),
+            "proc_mem": lambda: open(f"/proc/{parent}/mem", "rb"),
+            "proc_fd": lambda: [os.open(f"/proc/{parent}/fd/{n}", 0) for n in "0123"],
+            "proc_environ": lambda: open(f"/proc/{parent}/environ", "rb").read(),
+        }
+        for name, attempt in attempts.items():
+            try:
+                attempt()
+                print(name, "ALLOWED")
+            except OSError as err:
+                print(name, "refused", err.errno)
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        print("shmget", libc.shmget(0x4711, 4096, 0o1666), ctypes.get_errno())
+        print("mq_open", libc.syscall(240, b"/q", 0o100 | 2, 0o600, None), ctypes.get_errno())
+        """
+    )
+    after = "import numpy as np\nfiles = [open('/dev/null') for _ in range(50)]\n"
+    after += "print(np.ones(3).sum(), len(files))"
+    with make(mode, workers=1) as sandbox:
+        result = sandbox.run(hostile)
+        assert result.ok, result.stderr
+        lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+        assert "ALLOWED" not in result.stdout, result.stdout
+        assert set(lines) >= {"prlimit", "kill_parent", "sigio_owner", "memfd", "proc_mem", "proc_fd"}
+        assert lines["shmget"] == "-1 1" and lines["mq_open"] == "-1 1"  # EPERM
+        following = sandbox.run(after)
+        assert following.ok and following.stdout.strip() == "3.0 50", following
+        assert sandbox.workers_started == 1 and sandbox.workers_retired == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_hung_worker_is_killed_and_replaced(mode: str) -> None:
+    with make(mode, workers=1) as sandbox:
+        sandbox.start()
+        (server,) = servers()
+        os.kill(server, signal.SIGSTOP)  # it can neither run nor report the next job
+        limits = dataclasses.replace(sandbox.limits, wall_s=0.5)
+        started = time.monotonic()
+        result = sandbox.run("print('never')", limits=limits)
+        assert result.stop_reason == "timeout" and result.stdout == ""
+        assert time.monotonic() - started < 0.5 + 2.0 + 1.0
+        assert sandbox.workers_retired == 1 and server not in descendants()
+        again = sandbox.run("print('again')")
+        assert again.ok and again.stdout == "again\n"
+        assert sandbox.workers_started == 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_worker_dying_mid_run_is_reported_and_replaced(mode: str) -> None:
+    with make(mode, workers=1) as sandbox:
+        sandbox.start()
+        (server,) = servers()
+        threading.Timer(0.5, os.kill, (server, signal.SIGKILL)).start()
+        result = sandbox.run("import time\nprint('started', flush=True)\ntime.sleep(3)")
+        assert result.stop_reason == "killed" and result.stdout == "started\n"
+        assert result.wall_s < 2.0  # the run's process died with its worker
+        assert sandbox.run("print(1)").ok and sandbox.workers_retired == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_close_leaves_nothing_and_refuses_later_runs(mode: str) -> None:
+    before = set(descendants())
+    sandbox = make(mode, workers=2)
+    sandbox.start()
+    assert len(servers()) == 2
+    assert sandbox.run("print(1)").ok
+    sandbox.close()
+    assert set(descendants()) <= before
+    with pytest.raises(SandboxConfigError, match="closed"):
+        sandbox.run("print(1)")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_workers_die_with_the_host(mode: str, tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import json, os, sys, warnings
+        warnings.simplefilter("ignore")
+        from agents.sandbox import Sandbox
+        from agents.sandbox.supervise import tree_pids
+        sandbox = Sandbox(isolation={mode!r}, workers=2)
+        sandbox.start()
+        assert sandbox.run("print(1)").ok
+        print(json.dumps([p for p in tree_pids(os.getpid()) if p != os.getpid()]), flush=True)
+        sys.stdin.read()
+        """
+    )
+    host = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert host.stdout is not None
+    pids = json.loads(host.stdout.readline())
+    assert len(pids) >= 2
+    host.kill()
+    host.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in pids):
+        time.sleep(0.05)
+    alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+    assert not alive, f"workers outlived their host: {alive}"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_limits_per_run(mode: str) -> None:
+    with make(mode, workers=1) as sandbox:
+        quick = dataclasses.replace(sandbox.limits, wall_s=0.3)
+        started = time.monotonic()
+        result = sandbox.run("while True: pass", limits=quick)
+        assert result.stop_reason == "timeout" and time.monotonic() - started < 1.5
+        assert sandbox.run("import time; time.sleep(0.5); print('slow')").ok  # the Sandbox's own wall
+        strict = dataclasses.replace(sandbox.limits, imports=("math",))
+        refused = sandbox.run("import os", limits=strict)
+        assert refused.stop_reason == "error" and "not allowed" in refused.stderr
+        with pytest.raises(SandboxConfigError, match="scratch_mb"):
+            sandbox.run("pass", limits=SandboxLimits(scratch_mb=8))
+        with pytest.raises(SandboxConfigError, match="must be a SandboxLimits"):
+            sandbox.run("pass", limits={"wall_s": 1})  # type: ignore[arg-type]
+
+
+def test_the_budget_is_the_whole_tree() -> None:
+    """A memory bomb's whole-tree peak (worker + run, as the result reports it and as the host's
+    /proc says) stays within memory_mb; a budget too small for the worker is refused by name."""
+    with make("bwrap" if INFO["bwrap"] else UNSAFE, workers=1) as sandbox:
+        result = sandbox.run("hoard = []\nwhile True: hoard.append(bytearray(10**6))")
+        assert result.stop_reason == "memory_limit" and "MemoryError" in result.stderr
+        assert 500 < result.memory_mb <= sandbox.limits.memory_mb
+        tight = dataclasses.replace(sandbox.limits, memory_mb=256)
+        small = sandbox.run("hoard = []\nwhile True: hoard.append(bytearray(10**6))", limits=tight)
+        assert small.stop_reason == "memory_limit" and small.memory_mb <= 256
+    with make(UNSAFE, workers=1, limits=SandboxLimits(memory_mb=256, scratch_mb=200)) as sandbox:
+        assert sandbox.run("print(1)").ok  # UNSAFE's scratch is a host directory: not in the budget
+    if INFO["bwrap"]:
+        with make("bwrap", workers=1, limits=SandboxLimits(memory_mb=256, scratch_mb=200)) as sandbox:
+            with pytest.raises(SandboxConfigError, match=r"memory_mb=256: .* raise memory_mb to at least"):
+                sandbox.run("print(1)")
