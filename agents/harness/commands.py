@@ -142,7 +142,7 @@ def llm_spec(args: argparse.Namespace) -> LLMSpec:
         concurrency=args.concurrency, timeout=args.timeout, retries=args.retries,
         engine_args=tuple(sorted(engine_args.items())),
         tools=args.tools, max_revisions=args.max_revisions, tool_protocol=args.tool_protocol,
-        model_class=args.model_class, isolation=args.sandbox,
+        model_class=args.model_class, isolation=args.sandbox, tool_wall_s=args.tool_wall_s,
         system=None if args.system is None else "" if args.system.lower() == "none" else args.system,
     )  # fmt: skip
 
@@ -281,6 +281,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--tool-protocol", choices=("gf2env", "paper"), default="gf2env",
         help="tool mode: gf2env's instructions, feedback and limits, or the paper's (its user-message "
         "instructions, first code block, RECORD/PROMPT, stdlib only, ~500 ms)",
+    )  # fmt: skip
+    ev.add_argument(
+        "--tool-wall-s", type=float, metavar="S",
+        help="tool mode: the sandbox's wall clock per run (default: the protocol's, 4 s; the paper's 0.5 s)",
     )  # fmt: skip
     ev.add_argument("--model-class", help="the model's class in the paper's tool-usage table")
     ev.add_argument(

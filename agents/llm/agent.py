@@ -69,6 +69,8 @@ class LLMSpec:
             default: the backend's name).
         isolation: the sandbox's isolation, ``"bwrap"``; ``"UNSAFE-rlimits-only"`` is the explicit
             opt-in to run without namespaces where bubblewrap cannot run.
+        tool_wall_s: the sandbox's wall clock per run in tool mode, in seconds (default: the tool
+            protocol's, 4 s for gf2env's and 0.5 s for the paper's; part of a query's key when set).
         system: the system message instead of the prompt's (``""``: none, e.g. for a template
             without a system role; in tool mode the tool instructions are then the system message).
     """
@@ -90,6 +92,7 @@ class LLMSpec:
     tool_protocol: str = "gf2env"
     model_class: str | None = None
     isolation: str = "bwrap"
+    tool_wall_s: float | None = None
     system: str | None = None
 
     def __post_init__(self) -> None:
@@ -121,6 +124,15 @@ class LLMSpec:
         from agents.llm.tool_mode import tool_protocol
 
         tool_protocol(self.tool_protocol)
+        if self.tool_wall_s is not None:
+            if not self.tools:
+                raise GF2ConfigError(
+                    "tool_wall_s applies to tool mode only; add tools: true (--tools), or drop it."
+                )
+            if not (isinstance(self.tool_wall_s, (int, float)) and 0 < self.tool_wall_s < float("inf")):
+                raise GF2ConfigError(
+                    f"tool_wall_s={self.tool_wall_s!r}: give the sandbox's wall clock a run, in seconds > 0."
+                )
         if self.tool_protocol != "gf2env" and not self.tools:
             raise GF2ConfigError(
                 f"tool_protocol={self.tool_protocol!r} applies to tool mode only; add tools: true "
@@ -134,7 +146,20 @@ class LLMSpec:
             return None
         from agents.llm.tool_mode import tool_protocol
 
-        return {"tools": tool_protocol(self.tool_protocol).id, "max_revisions": self.max_revisions}
+        mode = {"tools": tool_protocol(self.tool_protocol).id, "max_revisions": self.max_revisions}
+        if self.tool_wall_s is not None:  # only when set: the keys of earlier runs stay valid
+            mode["tool_wall_s"] = float(self.tool_wall_s)
+        return mode
+
+    @property
+    def sandbox_limits(self) -> Any:
+        """The sandbox limits of a tool-mode run: the tool protocol's, with ``tool_wall_s`` if set."""
+        from dataclasses import replace
+
+        from agents.llm.tool_mode import tool_protocol
+
+        limits = tool_protocol(self.tool_protocol).limits
+        return limits if self.tool_wall_s is None else replace(limits, wall_s=float(self.tool_wall_s))
 
     @property
     def label(self) -> str:
@@ -246,11 +271,9 @@ class LLMAgent:
         self._asked: set[str] = set()  # keys asked (or found answered) in this run: asked once a run
         self.pool = None
         if spec.tools:  # refuse now, before any query, where the sandbox cannot run
-            from agents.llm.tool_mode import tool_protocol
             from agents.sandbox import Sandbox, SandboxPool
 
-            limits = tool_protocol(spec.tool_protocol).limits
-            self.pool = SandboxPool(Sandbox(limits, isolation=spec.isolation))
+            self.pool = SandboxPool(Sandbox(spec.sandbox_limits, isolation=spec.isolation))
 
     @property
     def name(self) -> str:

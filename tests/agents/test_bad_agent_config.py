@@ -59,3 +59,20 @@ def test_demo_negative_seed_is_a_config_error():
     proc = run_cli("demo", "--seed", "-1", "--episodes", "1")
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.startswith("gf2: error: --seed=-1"), proc.stderr[-2000:]
+
+
+def test_tool_wall_s_sets_the_sandbox_clock_and_joins_the_key():
+    base = {"model": "m", "base_url": "http://127.0.0.1:1", "tools": True}
+    plain = LLMSpec.from_mapping(base)
+    quick = LLMSpec.from_mapping({**base, "tool_wall_s": 1.5})
+    assert plain.sandbox_limits.wall_s == 4.0 and quick.sandbox_limits.wall_s == 1.5
+    assert "tool_wall_s" not in plain.mode and quick.mode["tool_wall_s"] == 1.5
+    paper = LLMSpec.from_mapping({**base, "tool_protocol": "paper"})
+    assert paper.sandbox_limits.wall_s == 0.5 and paper.sandbox_limits.imports is not None
+    for bad, message in (
+        ({**base, "tool_wall_s": 0}, "tool_wall_s=0"),
+        ({**base, "tool_wall_s": "2"}, "tool_wall_s='2'"),
+        ({**base, "tools": False, "tool_wall_s": 2}, "tool mode only"),
+    ):
+        with pytest.raises(GF2ConfigError, match=message):
+            LLMSpec.from_mapping(bad)
