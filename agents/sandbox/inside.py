@@ -4,8 +4,9 @@ One idea: what runs inside the jail (it is copied there as one file, so it canno
 
 Three commands (each imports only what it needs):
 
-* ``limit RLIMITS -- PROGRAM ARGS...``: the trusted wrapper the host starts: set the jail's rlimits
-  (every process below inherits them), then become the program (bwrap, or the worker itself);
+* ``limit RLIMITS CGROUP_PROCS -- PROGRAM ARGS...``: the trusted wrapper the host starts: join the
+  worker's memory cgroup (if any), set the jail's rlimits (every process below inherits them), then
+  become the program (bwrap, or the worker itself);
 * ``serve CTRL_FD SCRATCH [SITE...]``: a warm worker (a fork server) inside the jail: it imports
   numpy once, then forks one fresh process per run that reads the job, sets the run's rlimits and
   seccomp filter and runs the untrusted code with the record's globals (:func:`cmd_serve`);
@@ -338,19 +339,23 @@ def _set_rlimits(text: str) -> None:
 
 
 def cmd_limit(argv: list[str]) -> int:
-    """``limit RLIMITS -- PROGRAM ARGS...``: the trusted wrapper, outside the sandbox.
+    """``limit RLIMITS CGROUP_PROCS -- PROGRAM ARGS...``: the trusted wrapper, outside the sandbox.
 
-    Sets each ``RLIMIT_X=soft:hard`` (inherited by everything below), asks for SIGKILL when the
-    thread that started it ends, then becomes the program (no process of its own stays behind)."""
-    if len(argv) < 3 or argv[1] != "--":
-        print("usage: sandbox_harness.py limit RLIMITS -- PROGRAM ARGS...", file=sys.stderr)
+    Joins the memory cgroup whose ``cgroup.procs`` file is CGROUP_PROCS (``-``: none), sets each
+    ``RLIMIT_X=soft:hard`` (inherited by everything below), asks for SIGKILL when the thread that
+    started it ends, then becomes the program (no process of its own stays behind)."""
+    if len(argv) < 4 or argv[2] != "--":
+        print("usage: sandbox_harness.py limit RLIMITS CGROUP_PROCS -- PROGRAM ARGS...", file=sys.stderr)
         return EXIT_USAGE
+    if argv[1] != "-":
+        with open(argv[1], "w") as fh:
+            fh.write(str(os.getpid()))
     _set_rlimits(argv[0])
     _prctl(PR_SET_PDEATHSIG, 9)  # kept across exec: the worker dies with the host's spawning thread
     try:
-        os.execv(argv[2], argv[2:])
+        os.execv(argv[3], argv[3:])
     except OSError as err:
-        print(f"gf2 sandbox wrapper: cannot start {argv[2]}: {err}", file=sys.stderr)
+        print(f"gf2 sandbox wrapper: cannot start {argv[3]}: {err}", file=sys.stderr)
     return 127
 
 

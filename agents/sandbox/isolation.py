@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.sandbox import inside as harness
+from agents.sandbox.cgroups import cgroup_support
 from agents.sandbox.limits import DEFAULT_LIMITS
 
 BWRAP = "bwrap"
@@ -143,6 +144,7 @@ def _detect(bwrap: str) -> tuple[tuple[str, bool | str], ...]:
             reason = f"the filter installed but did not block everything: {report}"
     info["seccomp"] = not reason
     info["seccomp_error"] = reason
+    info["memory_cgroup"], info["memory_cgroup_error"] = cgroup_support()
     found = shutil.which(bwrap) or ""
     info["bwrap_path"] = found
     if not found:
@@ -163,5 +165,6 @@ def _detect(bwrap: str) -> tuple[tuple[str, bool | str], ...]:
 
 
 def detect_isolation(bwrap: str = BWRAP) -> dict[str, bool | str]:
-    """What this machine supports, found by trying (cached): bwrap, seccomp, user namespaces, paths."""
+    """What this machine supports, found by trying (cached): bwrap, seccomp, user namespaces, a
+    memory cgroup per worker (``memory_cgroup``: ``cgroup-v2``, ``cgroup-v1`` or ''), paths."""
     return dict(_detect(bwrap))

@@ -23,7 +23,9 @@ empty scratch:
 6. ``timeout``, ``output-cap`` and ``memory-watch`` (:mod:`~agents.sandbox.workers`): the worker
    kills the run after ``wall_s``; the host has it killed once stdout or stderr passes
    ``output_bytes`` or the whole tree's resident memory passes ``memory_mb``, and kills the whole
-   worker if it does not report within 2 s of the wall clock.
+   worker if it does not report within 2 s of the wall clock;
+7. ``memory-cgroup-v2`` or ``memory-cgroup-v1`` (:mod:`~agents.sandbox.cgroups`, where this machine
+   lets the host make one): the worker's whole tree in a memory cgroup of ``memory_mb``, no swap.
 
 The code sees ``record`` (:func:`~agents.sandbox.view.record_view`, never the target) and the
 shortcuts ``n, p, d, g, K, prefix, samples``; what it prints is returned as text, to be parsed and
@@ -112,8 +114,11 @@ class Sandbox:
             _warn_unsafe()
         if self.seccomp:
             layers.append("seccomp")
+        cgroup = str(info["memory_cgroup"])
+        if cgroup:
+            layers.append(f"memory-{cgroup}")
         self.layers: tuple[str, ...] = tuple(layers)
-        self._jail = Jail(isolation, self.bwrap, self.seccomp, limits.scratch_mb)
+        self._jail = Jail(isolation, self.bwrap, self.seccomp, limits.scratch_mb, cgroup, limits.memory_mb)
         self._idle: list[Worker] = []
         self._all: set[Worker] = set()
         self._starting = 0

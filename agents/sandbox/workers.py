@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.sandbox import inside as harness
+from agents.sandbox.cgroups import MemoryCgroup
 from agents.sandbox.errors import SandboxConfigError, SandboxUnavailableError
 from agents.sandbox.isolation import (
     BWRAP,
@@ -61,12 +62,15 @@ def _spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen:
 
 @dataclass(frozen=True)
 class Jail:
-    """What every worker of one Sandbox shares: isolation, the bwrap binary, seccomp, scratch size."""
+    """What every worker of one Sandbox shares: isolation, the bwrap binary, seccomp, scratch size,
+    and the cgroup version that holds each worker's tree ('' for none: :mod:`.cgroups`)."""
 
     isolation: str
     bwrap: str
     seccomp: bool
     scratch_mb: int
+    cgroup: str
+    memory_mb: int
 
 
 class Worker:
@@ -93,8 +97,13 @@ class Worker:
             inner += [self.host_scratch, *([site] if site else [])]
             env, cwd = {**SANDBOX_ENV, "HOME": self.host_scratch}, self.host_scratch
         limits = harness.format_rlimits(jail_rlimits())
-        argv = [python, *PYTHON_FLAGS, str(HARNESS_PATH), "limit", limits, "--", *inner]
+        self.cgroup: MemoryCgroup | None = None
         try:
+            if jail.cgroup:
+                self.cgroup = MemoryCgroup(jail.cgroup, jail.memory_mb)
+                self.cgroup_limit_mb = jail.memory_mb
+            procs = self.cgroup.procs if self.cgroup else "-"
+            argv = [python, *PYTHON_FLAGS, str(HARNESS_PATH), "limit", limits, procs, "--", *inner]
             self.proc = _spawn(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -109,6 +118,8 @@ class Worker:
         except BaseException:
             ctrl.close()
             self._remove_scratch()
+            if self.cgroup is not None:
+                self.cgroup.remove()
             raise
         finally:
             theirs.close()
@@ -177,6 +188,8 @@ class Worker:
         if self.proc.stderr is not None:
             self.proc.stderr.close()
         self._remove_scratch()
+        if self.cgroup is not None:
+            self.cgroup.remove()
 
     def _remove_scratch(self) -> None:
         if self.host_scratch:
@@ -188,6 +201,7 @@ class Worker:
         self.runs += 1
         run_id = self.runs
         room = self.address_space_mb(limits)
+        ooms = self._cgroup_before(limits)
         job_fd = os.memfd_create("gf2-sandbox-job", os.MFD_CLOEXEC)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -220,7 +234,21 @@ class Worker:
             streams.drain(DRAIN_S)
         finally:
             streams.close()
+        if self.cgroup is not None:
+            peak = max(peak, self.cgroup.peak_mb())
+            if self.cgroup.oom_kills() > ooms:  # the kernel killed in the tree for want of memory
+                stop = stop or "memory_limit"
         return self._result(streams, report, stop, peak, wall, limits)
+
+    def _cgroup_before(self, limits: SandboxLimits) -> int:
+        """Set the cgroup's limit to this run's budget and start its peak; the OOM kills so far."""
+        if self.cgroup is None:
+            return 0
+        if limits.memory_mb != self.cgroup_limit_mb:
+            self.cgroup.set_limit(limits.memory_mb)
+            self.cgroup_limit_mb = limits.memory_mb
+        self.cgroup.reset_peak()
+        return self.cgroup.oom_kills()
 
     def _watch(
         self, streams: Streams, run_id: int, limits: SandboxLimits, start: float

@@ -243,3 +243,23 @@ def test_the_budget_is_the_whole_tree() -> None:
         with make("bwrap", workers=1, limits=SandboxLimits(memory_mb=256, scratch_mb=200)) as sandbox:
             with pytest.raises(SandboxConfigError, match=r"memory_mb=256: .* raise memory_mb to at least"):
                 sandbox.run("print(1)")
+
+
+@pytest.mark.skipif(not INFO["memory_cgroup"], reason=f"no memory cgroup: {INFO['memory_cgroup_error']}")
+def test_a_memory_cgroup_holds_each_worker_and_counts_its_scratch() -> None:
+    with make("bwrap" if INFO["bwrap"] else UNSAFE, workers=1) as sandbox:
+        assert f"memory-{INFO['memory_cgroup']}" in sandbox.layers
+        fill = "for i in range(4):\n    open(f'f{i}', 'wb').write(bytes(15 << 20))"
+        result = sandbox.run(fill)
+        assert result.ok, result.stderr
+        (worker,) = sandbox._all
+        assert worker.cgroup is not None
+        members = {int(pid) for pid in Path(worker.cgroup.procs).read_text().split()}
+        assert members and members <= set(descendants())  # the whole worker, and only it
+        if sandbox.isolation == "bwrap":  # the tmpfs scratch is memory: the cgroup counts it
+            assert result.memory_mb >= 60 + worker.overhead_mb * 0.5
+        small = dataclasses.replace(sandbox.limits, memory_mb=512)
+        assert sandbox.run("print(1)", limits=small).ok
+        assert worker.cgroup_limit_mb == 512 and worker.cgroup.peak_mb() <= 512
+        path = worker.cgroup.path
+    assert not path.exists()  # removed with its worker

@@ -1,0 +1,159 @@
+"""A memory cgroup per warm worker, where this machine lets the host make one (root, or a delegated
+cgroup v2 subtree): the kernel then holds the worker's whole tree (its processes, the scratch tmpfs,
+page cache and kernel memory it causes) under the budget, and reports the tree's exact peak.
+
+Found by trying (:func:`cgroup_support`): cgroup v2 where the memory controller can be enabled below
+this process's own cgroup, else cgroup v1's memory hierarchy where it is writable, else none (the
+sandbox then relies on the address-space partition and the host's watch; see :mod:`.workers`).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import time
+import warnings
+from pathlib import Path
+
+V1, V2 = "cgroup-v1", "cgroup-v2"
+# per version: the limit, the swap limit, the peak (v1: resettable), where OOM kills are counted
+FILES = {
+    V1: (
+        "memory.limit_in_bytes",
+        "memory.memsw.limit_in_bytes",
+        "memory.max_usage_in_bytes",
+        "memory.oom_control",
+    ),
+    V2: ("memory.max", "memory.swap.max", "memory.peak", "memory.events"),
+}
+_count = itertools.count()
+
+
+def _own_path(version: str) -> str:
+    """This process's cgroup path in the hierarchy of ``version`` ('' when there is none)."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        number, controllers, path = line.split(":", 2)
+        if version == V2 and number == "0" and controllers == "":
+            return path
+        if version == V1 and "memory" in controllers.split(","):
+            return path
+    return ""
+
+
+def _mount(version: str) -> str:
+    """Where the hierarchy of ``version`` is mounted ('' when it is not)."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fstype, _, options = right.split(" ", 2)
+        point = left.split()[4]
+        if version == V2 and fstype == "cgroup2":
+            return point
+        if version == V1 and fstype == "cgroup" and "memory" in options.split()[-1].split(","):
+            return point
+    return ""
+
+
+def _parent(version: str) -> Path:
+    """The cgroup below which the workers' groups go; raises OSError when none can be used."""
+    mount, own = _mount(version), _own_path(version)
+    if not mount or not own:
+        raise OSError(f"no {version} memory hierarchy for this process")
+    base = Path(mount) / own.lstrip("/")
+    if version == V2:
+        controllers = (base / "cgroup.controllers").read_text().split()
+        if "memory" not in controllers:
+            raise OSError(f"the memory controller is not delegated to {base}")
+        if "memory" not in (base / "cgroup.subtree_control").read_text().split():
+            (base / "cgroup.subtree_control").write_text("+memory")  # refused if base holds processes
+    return base
+
+
+@functools.lru_cache(maxsize=1)
+def cgroup_support() -> tuple[str, str]:
+    """``(version, '')`` for the cgroup version the workers can use, or ``('', why not)``, by making
+    and removing a group with a memory limit (cached)."""
+    reasons = []
+    for version in (V2, V1):
+        try:
+            group = MemoryCgroup(version, 64)
+        except (OSError, ValueError) as err:
+            reasons.append(f"{version}: {err}")
+            continue
+        group.remove()
+        return version, ""
+    return "", "; ".join(reasons)
+
+
+class MemoryCgroup:
+    """One worker's memory cgroup, limited to ``limit_mb`` with no swap; the worker's wrapper joins it
+    by writing its pid to :attr:`procs` before it starts anything."""
+
+    def __init__(self, version: str, limit_mb: int) -> None:
+        self.version = version
+        limit, swap, self._peak, self._events = FILES[version]
+        self.path = _parent(version) / f"gf2-sandbox-{os.getpid()}-{next(_count)}"
+        self._limit, self._swap = limit, swap
+        self.path.mkdir()
+        try:
+            self.set_limit(limit_mb)
+        except OSError:
+            self.remove()
+            raise
+        self.procs = str(self.path / "cgroup.procs")
+
+    def set_limit(self, limit_mb: int) -> None:
+        """Hold the group to ``limit_mb`` MiB, swap included (v1 wants memory+swap at least the memory
+        limit: raised in the order that keeps that true)."""
+        memory = self.path / self._limit
+        swap = self.path / self._swap
+        if self.version == V2:
+            memory.write_text(str(limit_mb << 20))
+            if swap.exists():
+                swap.write_text("0")
+            return
+        value = str(limit_mb << 20)
+        current = int(memory.read_text())
+        order = [memory, swap] if (limit_mb << 20) <= current else [swap, memory]
+        for path in order:
+            if path.exists():
+                path.write_text(value)
+
+    def reset_peak(self) -> None:
+        """Start a new peak (v1; cgroup v2's peak runs from the group's start, an upper bound)."""
+        if self.version == V1:
+            (self.path / self._peak).write_text("0")
+
+    def peak_mb(self) -> float:
+        """The group's peak memory in MiB (0 when unreadable)."""
+        try:
+            return int((self.path / self._peak).read_text()) / (1 << 20)
+        except (OSError, ValueError):
+            return 0.0
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel has killed in the group for want of memory."""
+        try:
+            for line in (self.path / self._events).read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def remove(self) -> None:
+        """Remove the group once its processes are gone (they may take a moment to be reaped); a group
+        that cannot go is warned about, not hidden."""
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError as err:
+                error = err
+                time.sleep(0.01)
+        warnings.warn(
+            f"could not remove the sandbox's cgroup {self.path}: {error}", RuntimeWarning, stacklevel=2
+        )
