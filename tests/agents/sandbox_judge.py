@@ -13,8 +13,7 @@ Every file in tests/agents/sandbox_corpus/ is one snippet whose header says what
 
 ``@NAME@`` placeholders in the code are filled from the test's context (the secret file's path,
 the listener's port, a unique token, ...); ``@SECRET@`` is allowed only in the header.
-``stop_reason`` may list alternatives (``a|b``); ``target_computed`` says the code finds the answer
-itself (the target must then be in stdout), which exempts it from the outside judge's answer check.
+``stop_reason`` may list alternatives (``a|b``); ``exit_code`` and ``signal`` may be ``none``.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ import tempfile
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,13 +36,19 @@ from pathlib import Path
 
 import pytest
 
-from agents.sandbox import UNSAFE, SandboxResult, detect_isolation
+from agents.sandbox import UNSAFE, Sandbox, SandboxLimits, SandboxResult, detect_isolation
 from agents.sandbox import inside as harness
-from gf2env.records import Record
+from gf2env.oracle import TaskConfig
+from gf2env.records import Record, generate_record
 from tests.paths import REPO
 
 CORPUS = Path(__file__).with_name("sandbox_corpus")
 INFO = detect_isolation()
+HAVE_BWRAP = bool(INFO["bwrap"])
+needs_bwrap = pytest.mark.skipif(
+    not HAVE_BWRAP,
+    reason=f"bubblewrap cannot run here ({INFO['bwrap_error']}); apt-get install -y bubblewrap",
+)
 MODES = {"bwrap": "bwrap", "unsafe": UNSAFE}
 SANDBOX_PACKAGE = Path(harness.__file__).parent
 
@@ -59,7 +65,6 @@ CHECKS = {
     "wall_max",
     "no_secret",
     "target_absent",
-    "target_computed",
     "host_unchanged",
     "listener_idle",
     "no_leftover",
@@ -120,6 +125,26 @@ def parse_case(path: Path) -> Case:
 
 def corpus_cases() -> list[Case]:
     return [parse_case(p) for p in sorted(CORPUS.glob("*.py"))]
+
+
+def corpus_params(cases: Sequence[Case]) -> list:
+    """One pytest param ``(case, mode)`` a mode the case's header names (bwrap ones skip without it)."""
+    return [
+        pytest.param(case, mode, id=f"{case.name}-{mode}", marks=[needs_bwrap] if mode == "bwrap" else [])
+        for case in cases
+        for mode in case.modes
+    ]
+
+
+def corpus_record() -> Record:
+    """The record every corpus run gets (its target is what the answer checks look for)."""
+    return generate_record(TaskConfig(p=64, d=4, n=8, K=16), 3, 0, seed=5)
+
+
+def make_sandbox(limits: SandboxLimits, mode: str) -> Sandbox:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the UNSAFE mode's warning has its own test
+        return Sandbox(limits, isolation=MODES[mode])
 
 
 # ---------------------------------------------------------------------------- context
@@ -260,7 +285,7 @@ def writes_outside(ctx: Context) -> list[str]:
     home = Path(os.environ.get("HOME", "/root"))
     places = (INFO["python_prefix"], "/usr", REPO, INFO["numpy_site"], ctx.canary_dir, "/tmp", "/", home)
     for directory in places:
-        if (Path(directory) / ctx.tokenized_name).exists():
+        if (Path(str(directory)) / ctx.tokenized_name).exists():
             found.append(f"wrote into {directory}")
     if host_digest(ctx) != ctx.host_digest:
         found.append(f"changed {SANDBOX_PACKAGE} or the canaries in {ctx.canary_dir}")
@@ -290,10 +315,8 @@ def check_expects(
             assert result.ok, detail
         elif key == "stop_reason":
             assert result.stop_reason in value.split("|"), detail
-        elif key == "exit_code":
-            assert result.exit_code == int(value), detail
-        elif key == "signal":
-            assert result.signal == int(value), detail
+        elif key in ("exit_code", "signal"):
+            assert getattr(result, key) == (None if value == "none" else int(value)), detail
         elif key == "stdout_contains":
             assert value in result.stdout, detail
         elif key == "stdout_not_contains":
@@ -312,8 +335,6 @@ def check_expects(
         elif key == "target_absent":
             for s in target_strings(ctx.record):
                 assert s not in result.stdout + result.stderr, f"{where}: {s} leaked"
-        elif key == "target_computed":
-            assert str(list(ctx.record.target)) in result.stdout, detail
         elif key == "host_unchanged":
             assert writes_outside(ctx) == [], where
             assert (ctx.canary_dir / "keep").read_text() == "keep me", where
@@ -329,12 +350,19 @@ def check_expects(
 
 # ---------------------------------------------------------------------------- the process tree, from outside
 def _start_time(pid: int) -> int | None:
-    """The kernel's start time of ``pid`` (to tell it from a later process given the same pid)."""
+    """The kernel's start time of ``pid`` (to tell it from a later process given the same pid); None
+    when it is gone or a zombie (dead, holding nothing but its pid until its parent, or init, reaps it)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat[stat.rindex(")") + 2 :].split()[19])
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return None if fields[0] in ("Z", "X") else int(fields[19])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def alive(pids: set[int]) -> set[int]:
+    """Those of ``pids`` that still run (not gone, not zombies)."""
+    return {pid for pid in pids if _start_time(pid) is not None}
 
 
 def descendants(root: int) -> set[int]:
@@ -371,7 +399,8 @@ def rss_kib(pid: int) -> int:
 
 
 class TreeSampler:
-    """Polls, every ``interval`` seconds, the summed VmRSS of all descendants of ``root`` but ``exclude``.
+    """Polls, every ``interval`` seconds, the summed VmRSS of all descendants of ``root`` but ``exclude``
+    (and but copies of ``root`` between fork and exec, whose pages are root's).
 
     ``with TreeSampler() as tree: ...`` then ``tree.peak_mib`` (the highest sum seen), ``tree.peak_pids``
     (who made it up) and ``tree.seen`` (every pid seen, with its start time)."""
@@ -384,6 +413,7 @@ class TreeSampler:
         self.peak_pids: list[int] = []
         self.samples = 0
         self.seen: dict[int, int | None] = {}
+        self._root_cmdline = Path(f"/proc/{self.root}/cmdline").read_bytes()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="tree-sampler", daemon=True)
 
@@ -392,7 +422,7 @@ class TreeSampler:
         return self.peak_kib / 1024
 
     def sample(self) -> None:
-        pids = descendants(self.root) - self.exclude
+        pids = {pid for pid in descendants(self.root) - self.exclude if not self._is_root_copy(pid)}
         for pid in pids:
             if pid not in self.seen:
                 self.seen[pid] = _start_time(pid)
@@ -400,6 +430,13 @@ class TreeSampler:
         self.samples += 1
         if total > self.peak_kib:
             self.peak_kib, self.peak_pids = total, sorted(pids)
+
+    def _is_root_copy(self, pid: int) -> bool:
+        """A child forked from ``root`` that has not exec'ed yet: its memory is root's own (shared)."""
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes() == self._root_cmdline
+        except OSError:
+            return False
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -39,28 +39,25 @@ from agents.sandbox import (
 from agents.sandbox import inside as harness
 from agents.sandbox import sandbox as sandbox_mod
 from gf2env.errors import GF2ConfigError
-from gf2env.oracle import TaskConfig
-from gf2env.records import Record, generate_record
+from gf2env.records import Record
 from tests.agents.sandbox_judge import (
+    HAVE_BWRAP,
     INFO,
-    MODES,
     Case,
     Context,
     check_expects,
     corpus_cases,
+    corpus_params,
+    corpus_record,
     fill,
     host_context,
+    make_sandbox,
+    needs_bwrap,
     parse_case,
     processes_mentioning,
     target_strings,
 )
 from tests.paths import REPO
-
-HAVE_BWRAP = bool(INFO["bwrap"])
-needs_bwrap = pytest.mark.skipif(
-    not HAVE_BWRAP,
-    reason=f"bubblewrap cannot run here ({INFO['bwrap_error']}); apt-get install -y bubblewrap",
-)
 
 
 def test_bubblewrap_is_here_where_ci_requires_it() -> None:
@@ -69,24 +66,14 @@ def test_bubblewrap_is_here_where_ci_requires_it() -> None:
         pytest.fail(f"GF2_REQUIRE_BWRAP is set but bubblewrap cannot run: {INFO['bwrap_error']}")
 
 
-def make_sandbox(limits: SandboxLimits, mode: str) -> Sandbox:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # the UNSAFE mode's warning has its own test
-        return Sandbox(limits, isolation=MODES[mode])
-
-
 CASES = corpus_cases()
-PARAMS = [
-    pytest.param(case, mode, id=f"{case.name}-{mode}", marks=[needs_bwrap] if mode == "bwrap" else [])
-    for case in CASES
-    for mode in case.modes
-]
+PARAMS = corpus_params(CASES)
 
 
 # ---------------------------------------------------------------------------- context
 @pytest.fixture(scope="module")
 def record() -> Record:
-    return generate_record(TaskConfig(p=64, d=4, n=8, K=16), 3, 0, seed=5)
+    return corpus_record()
 
 
 @pytest.fixture
