@@ -4,9 +4,10 @@ Every snippet of tests/agents/sandbox_corpus/ runs at ``DEFAULT_LIMITS`` (its ``
 ignored here) in each mode its header names, and the test measures for itself, not from the sandbox's
 report:
 
-* wall time, on the test's clock around ``run`` (and ``close``): at most :data:`BUDGET_WALL_S`;
+* wall time, on the test's clock around ``run``: at most :data:`BUDGET_WALL_S`;
 * whole-tree memory: :class:`~tests.agents.sandbox_judge.TreeSampler` sums the VmRSS of every
-  descendant of the test process every 3 ms; the peak stays within :data:`BUDGET_MEMORY_MIB`;
+  descendant of the test process every 3 ms, from before the sandbox is made until after it is closed
+  (so warm workers count); the peak stays within :data:`BUDGET_MEMORY_MIB`;
 * processes left: after the run (and ``sandbox.close()`` where there is one), no descendant of the test
   process that the run added, none of the processes seen during the run, and no process anywhere whose
   command line or environment holds the run's token or temp directory;
@@ -31,7 +32,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,21 +82,23 @@ class OutsideRun:
     """One run as the host saw it."""
 
     result: SandboxResult
-    elapsed: float  # the test's clock around run() and close()
+    elapsed: float  # the test's clock around run()
     tree: TreeSampler
-    before: set[int]  # the test process's descendants before the run
+    before: set[int]  # the test process's descendants before the sandbox was made
 
 
-def run_outside(sandbox: Sandbox, code: str, record: Record) -> OutsideRun:
-    """Run ``code`` on ``record`` while sampling the process tree; close the sandbox when it can be."""
+def run_outside(new_sandbox: Callable[[], Sandbox], code: str, record: Record) -> OutsideRun:
+    """Make a sandbox, run ``code`` on ``record`` and close the sandbox where it can be closed (warm
+    workers), all the while sampling the process tree: what the sandbox starts ahead counts too."""
     before = descendants(os.getpid())
     with TreeSampler(exclude=before) as tree:
+        sandbox = new_sandbox()
         started = time.monotonic()
         result = sandbox.run_record(code, record)
-        close = getattr(sandbox, "close", None)  # warm workers, where the sandbox keeps any
+        elapsed = time.monotonic() - started
+        close = getattr(sandbox, "close", None)
         if callable(close):
             close()
-        elapsed = time.monotonic() - started
     return OutsideRun(result, elapsed, tree, before)
 
 
@@ -155,13 +158,13 @@ def judge_outside(run: OutsideRun, ctx: Context, knows_target: bool = False) -> 
 def test_corpus_from_outside(case: Case, mode: str, ctx: Context) -> None:
     code = case.path.read_text()
     assert "@SECRET@" not in code, "the secret must be found by the code, not given to it"
-    sandbox = make_sandbox(DEFAULT_LIMITS, mode)
-    run = run_outside(sandbox, fill(code, ctx.fill), ctx.record)
+    run = run_outside(lambda: make_sandbox(DEFAULT_LIMITS, mode), fill(code, ctx.fill), ctx.record)
     result = run.result
     where = (
         f"{case.name} [{mode}] -> {result.stop_reason} exit={result.exit_code} signal={result.signal} "
         f"wall={run.elapsed:.2f}s peak={run.tree.peak_mib:.0f}MiB"
     )
+    print(where)  # the measured numbers, with -s
     expects = case.outside_expects
     wrong = judge_outside(run, ctx)
     assert not wrong, f"{where}\n" + "\n".join(wrong) + f"\nstderr: {result.stderr[-800:]!r}"
@@ -194,8 +197,8 @@ def test_tree_sampler_sees_a_child_memory_and_survivor() -> None:
 
 def test_judge_outside_finds_each_breach(ctx: Context) -> None:
     """A run that breaks the budget in every way the judge knows is reported on every count."""
-    sandbox = make_sandbox(DEFAULT_LIMITS, "unsafe")
-    run = run_outside(sandbox, f"print({list(ctx.record.target)})", ctx.record)
+    code = f"print({list(ctx.record.target)})"
+    run = run_outside(lambda: make_sandbox(DEFAULT_LIMITS, "unsafe"), code, ctx.record)
     assert judge_outside(run, ctx) == [f"the target leaked as {list(ctx.record.target)}"]
     assert judge_outside(run, ctx, knows_target=True) == []
     sleeper = subprocess.Popen(["sleep", "30"], env={"GF2_RUN": ctx.token})  # as if the run left it

@@ -1,4 +1,4 @@
-# expect: stop_reason=memory_limit; stderr_contains=MemoryError; wall_max=4
+# expect: stop_reason=memory_limit; stderr_contains=MemoryError
 # modes: bwrap unsafe
 # A decompression bomb: 3 MB of raw deflate that inflates to 3 GiB of zeros inside zlib's C code.
 import zlib

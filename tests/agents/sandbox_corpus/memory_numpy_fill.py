@@ -1,4 +1,4 @@
-# expect: stop_reason=memory_limit; stderr_contains=MemoryError; wall_max=4
+# expect: stop_reason=memory_limit; stderr_contains=MemoryError
 # modes: bwrap unsafe
 # numpy arrays of 64 MB each, filled as they come, until the budget refuses one: memory actually written.
 import numpy as np
