@@ -387,15 +387,17 @@ def descendants(root: int) -> set[int]:
     return found
 
 
-def rss_kib(pid: int) -> int:
-    """VmRSS of ``pid`` in KiB (0 for a zombie or a process already gone)."""
+def memory_kib(pid: int) -> tuple[int, int]:
+    """``(VmRSS, VmHWM)`` of ``pid`` in KiB: its resident memory now and at its highest since its last
+    exec ((0, 0) for a zombie or a process already gone)."""
+    found = {}
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                found[line[:5]] = int(line.split()[1])
     except (OSError, ValueError, IndexError):
         pass
-    return 0
+    return found.get("VmRSS", 0), found.get("VmHWM", 0)
 
 
 class TreeSampler:
@@ -403,13 +405,17 @@ class TreeSampler:
     (and but copies of ``root`` between fork and exec, whose pages are root's).
 
     ``with TreeSampler() as tree: ...`` then ``tree.peak_mib`` (the highest sum seen), ``tree.peak_pids``
-    (who made it up) and ``tree.seen`` (every pid seen, with its start time)."""
+    (who made it up) and ``tree.seen`` (every pid seen, with its start time). A peak shorter than the
+    polling gap (or than the sampler thread's wait for a CPU on a loaded machine) can be missed;
+    ``tree.hwm_mib`` cannot miss it while the process lives: the highest sum, over the processes alive
+    at one sample, of each one's own VmHWM (an upper bound: they may have peaked at different times)."""
 
     def __init__(self, root: int | None = None, exclude: Sequence[int] = (), interval: float = 0.003) -> None:
         self.root = os.getpid() if root is None else root
         self.exclude = set(exclude)
         self.interval = interval
         self.peak_kib = 0
+        self.hwm_kib = 0
         self.peak_pids: list[int] = []
         self.samples = 0
         self.seen: dict[int, int | None] = {}
@@ -421,13 +427,19 @@ class TreeSampler:
     def peak_mib(self) -> float:
         return self.peak_kib / 1024
 
+    @property
+    def hwm_mib(self) -> float:
+        return self.hwm_kib / 1024
+
     def sample(self) -> None:
         pids = {pid for pid in descendants(self.root) - self.exclude if not self._is_root_copy(pid)}
         for pid in pids:
             if pid not in self.seen:
                 self.seen[pid] = _start_time(pid)
-        total = sum(rss_kib(pid) for pid in pids)
+        memory = [memory_kib(pid) for pid in pids]
+        total = sum(rss for rss, _ in memory)
         self.samples += 1
+        self.hwm_kib = max(self.hwm_kib, sum(hwm for _, hwm in memory))
         if total > self.peak_kib:
             self.peak_kib, self.peak_pids = total, sorted(pids)
 
