@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -410,7 +410,7 @@ class TreeSampler:
     ``tree.hwm_mib`` cannot miss it while the process lives: the highest sum, over the processes alive
     at one sample, of each one's own VmHWM (an upper bound: they may have peaked at different times)."""
 
-    def __init__(self, root: int | None = None, exclude: Sequence[int] = (), interval: float = 0.003) -> None:
+    def __init__(self, root: int | None = None, exclude: Iterable[int] = (), interval: float = 0.003) -> None:
         self.root = os.getpid() if root is None else root
         self.exclude = set(exclude)
         self.interval = interval
