@@ -1,31 +1,23 @@
 """agents.sandbox against real hostile code, in real processes.
 
-Every file in tests/agents/sandbox_corpus/ is one snippet whose header says what must happen::
-
-    # expect: ok; stdout_contains=...; no_secret          (items separated by ';'; may repeat)
-    # limits: wall_s=2 cpu_s=1                            (SandboxLimits fields, optional)
-    # modes: bwrap unsafe                                  (isolation modes to run it under)
-
-``@NAME@`` placeholders in the code are filled from the test's context (the secret file's path,
-the listener's port, a unique token, ...); ``@SECRET@`` is allowed only in the header.
+Every file in tests/agents/sandbox_corpus/ is one snippet whose header says what must happen (the
+format: :mod:`tests.agents.sandbox_judge`); here each runs at the limits its header names and is judged
+by the sandbox's own report. test_sandbox_outside.py judges the same corpus at the default limits,
+from outside.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -47,18 +39,25 @@ from agents.sandbox import (
 from agents.sandbox import inside as harness
 from agents.sandbox import sandbox as sandbox_mod
 from gf2env.errors import GF2ConfigError
-from gf2env.oracle import TaskConfig
-from gf2env.records import Record, generate_record
-from tests.paths import REPO
-
-CORPUS = Path(__file__).with_name("sandbox_corpus")
-INFO = detect_isolation()
-HAVE_BWRAP = bool(INFO["bwrap"])
-needs_bwrap = pytest.mark.skipif(
-    not HAVE_BWRAP,
-    reason=f"bubblewrap cannot run here ({INFO['bwrap_error']}); apt-get install -y bubblewrap",
+from gf2env.records import Record
+from tests.agents.sandbox_judge import (
+    HAVE_BWRAP,
+    INFO,
+    Case,
+    Context,
+    check_expects,
+    corpus_cases,
+    corpus_params,
+    corpus_record,
+    fill,
+    host_context,
+    make_sandbox,
+    needs_bwrap,
+    parse_case,
+    processes_mentioning,
+    target_strings,
 )
-MODES = {"bwrap": "bwrap", "unsafe": UNSAFE}
+from tests.paths import REPO
 
 
 def test_bubblewrap_is_here_where_ci_requires_it() -> None:
@@ -67,180 +66,20 @@ def test_bubblewrap_is_here_where_ci_requires_it() -> None:
         pytest.fail(f"GF2_REQUIRE_BWRAP is set but bubblewrap cannot run: {INFO['bwrap_error']}")
 
 
-CHECKS = {
-    "ok",
-    "stop_reason",
-    "exit_code",
-    "signal",
-    "stdout_contains",
-    "stdout_not_contains",
-    "stderr_contains",
-    "stdout_truncated",
-    "stderr_truncated",
-    "wall_max",
-    "no_secret",
-    "target_absent",
-    "host_unchanged",
-    "listener_idle",
-    "no_leftover",
-    "canary_alive",
-}
-
-
-def make_sandbox(limits: SandboxLimits, mode: str) -> Sandbox:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # the UNSAFE mode's warning has its own test
-        return Sandbox(limits, isolation=MODES[mode])
-
-
-# ---------------------------------------------------------------------------- corpus headers
-@dataclass(frozen=True)
-class Case:
-    path: Path
-    expects: tuple[tuple[str, str], ...]
-    limits: dict[str, float]
-    modes: tuple[str, ...]
-
-    @property
-    def name(self) -> str:
-        return self.path.stem
-
-
-def parse_case(path: Path) -> Case:
-    """Read a corpus file's header; a typo in it fails loudly rather than checking nothing."""
-    headers: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        m = re.match(r"#\s*(expect|limits|modes):\s*(.*)$", line)
-        if not m:
-            break
-        joiner = {"expect": ";", "limits": " ", "modes": " "}[m.group(1)]
-        headers[m.group(1)] = joiner.join(filter(None, (headers.get(m.group(1), ""), m.group(2).strip())))
-    if "expect" not in headers:
-        raise ValueError(f"{path.name} starts with no '# expect:' line")
-    expects = []
-    for item in headers["expect"].split(";"):
-        key, _, value = item.strip().partition("=")
-        if key not in CHECKS:
-            raise ValueError(f"{path.name}: unknown check {key!r}; known: {sorted(CHECKS)}")
-        expects.append((key, value.strip()))
-    limits: dict[str, float] = {}
-    for item in headers.get("limits", "").split():
-        key, _, value = item.partition("=")
-        limits[key] = float(value) if key == "wall_s" else int(value)
-    modes = tuple(headers.get("modes", "bwrap").split())
-    if not modes or set(modes) - set(MODES):
-        raise ValueError(f"{path.name}: modes {modes} must be among {sorted(MODES)}")
-    return Case(path, tuple(expects), limits, modes)
-
-
-CASES = [parse_case(p) for p in sorted(CORPUS.glob("*.py"))]
-PARAMS = [
-    pytest.param(case, mode, id=f"{case.name}-{mode}", marks=[needs_bwrap] if mode == "bwrap" else [])
-    for case in CASES
-    for mode in case.modes
-]
+CASES = corpus_cases()
+PARAMS = corpus_params(CASES)
 
 
 # ---------------------------------------------------------------------------- context
-@dataclass
-class Context:
-    """What the host side of one corpus run holds: secrets, a listener, canaries."""
-
-    secret: str
-    secret_file: Path
-    canary_dir: Path
-    token: str
-    work_tmp: Path
-    tcp: socket.socket
-    udp: socket.socket
-    canary: subprocess.Popen
-    record: Record
-    harness_digest: str
-    fill: dict[str, str] = field(default_factory=dict)
-
-
 @pytest.fixture(scope="module")
 def record() -> Record:
-    return generate_record(TaskConfig(p=64, d=4, n=8, K=16), 3, 0, seed=5)
+    return corpus_record()
 
 
 @pytest.fixture
-def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: Record):
-    secret = f"SECRET-{uuid.uuid4().hex}"
-    monkeypatch.setenv("GF2_SECRET", secret)
-    secret_dir = tmp_path / "secret"
-    secret_dir.mkdir()
-    secret_file = secret_dir / "key.txt"
-    secret_file.write_text(secret)
-    canary_dir = tmp_path / "canary"
-    canary_dir.mkdir()
-    (canary_dir / "keep").write_text("keep me")
-    work_tmp = tmp_path / "sandbox-tmp"  # the sandbox's host-side temp files go here
-    work_tmp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(work_tmp))
-    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    tcp.bind(("127.0.0.1", 0))
-    tcp.listen(8)
-    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    udp.bind(("127.0.0.1", 0))
-    canary = subprocess.Popen(["sleep", "60"], env={"PATH": "/usr/bin:/bin"}, start_new_session=True)
-    c = Context(
-        secret=secret,
-        secret_file=secret_file,
-        canary_dir=canary_dir,
-        token=f"TOKEN{uuid.uuid4().hex}",
-        work_tmp=work_tmp,
-        tcp=tcp,
-        udp=udp,
-        canary=canary,
-        record=record,
-        harness_digest=hashlib.sha256(Path(harness.__file__).read_bytes()).hexdigest(),
-    )
-    c.fill = {
-        "TOKEN": c.token,
-        "SECRET_FILE": str(secret_file),
-        "SECRET_DIR": str(secret_dir),
-        "REPO": str(REPO),
-        "PORT": str(tcp.getsockname()[1]),
-        "UDP_PORT": str(udp.getsockname()[1]),
-        "CANARY_DIR": str(canary_dir),
-        "PYTHON_PREFIX": str(INFO["python_prefix"]),
-        "NUMPY_SITE": str(INFO["numpy_site"]),
-        "HOST_PID": str(os.getpid()),
-    }
-    yield c
-    canary.kill()
-    canary.wait()
-    tcp.close()
-    udp.close()
-
-
-def fill(text: str, values: dict[str, str]) -> str:
-    def sub(m: re.Match) -> str:
-        if m.group(1) not in values:
-            raise KeyError(f"unknown placeholder @{m.group(1)}@")
-        return values[m.group(1)]
-
-    return re.sub(r"@([A-Z_]+)@", sub, text)
-
-
-def processes_mentioning(needle: str) -> list[tuple[int, str]]:
-    """Host processes whose command line or environment contains ``needle``."""
-    hits, raw = [], needle.encode()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        for what in ("cmdline", "environ"):
-            try:
-                data = Path(f"/proc/{pid}/{what}").read_bytes()
-            except OSError:
-                continue
-            if raw in data:
-                hits.append((int(pid), data.replace(b"\0", b" ").decode(errors="replace")[:200]))
-    return hits
-
-
-def target_strings(rec: Record) -> list[str]:
-    t = list(rec.target)
-    return [str(t), str(tuple(t)), json.dumps(t), '"target"']
+def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: Record) -> Iterator[Context]:
+    with host_context(tmp_path, monkeypatch, record) as c:
+        yield c
 
 
 # ---------------------------------------------------------------------------- the corpus
@@ -266,62 +105,7 @@ def test_corpus(case: Case, mode: str, ctx: Context) -> None:
     assert list(ctx.work_tmp.iterdir()) == [], f"{where}: the run's temp files were left behind"
     assert processes_mentioning(str(ctx.work_tmp)) == [], f"{where}: a process of the run is still alive"
 
-    values = {**ctx.fill, "SECRET": ctx.secret}
-    for key, raw in case.expects:
-        value = fill(raw, values)
-        if key == "ok":
-            assert result.ok, detail
-        elif key == "stop_reason":
-            assert result.stop_reason == value, detail
-        elif key == "exit_code":
-            assert result.exit_code == int(value), detail
-        elif key == "signal":
-            assert result.signal == int(value), detail
-        elif key == "stdout_contains":
-            assert value in result.stdout, detail
-        elif key == "stdout_not_contains":
-            assert value not in result.stdout, detail
-        elif key == "stderr_contains":
-            assert value in result.stderr, detail
-        elif key in ("stdout_truncated", "stderr_truncated"):
-            stream = key.split("_")[0]
-            assert getattr(result, key), detail
-            assert getattr(result, f"{stream}_bytes") > limits.output_bytes, detail
-            assert len(getattr(result, stream)) <= limits.output_bytes, detail
-        elif key == "wall_max":
-            assert result.wall_s <= float(value) and elapsed <= float(value) + 0.5, detail
-        elif key == "no_secret":
-            assert ctx.secret not in result.stdout + result.stderr, detail
-        elif key == "target_absent":
-            for s in target_strings(ctx.record):
-                assert s not in result.stdout + result.stderr, f"{where}: {s} leaked"
-        elif key == "host_unchanged":
-            name = f"gf2_sbx_{ctx.token}"
-            for directory in (
-                INFO["python_prefix"],
-                "/usr",
-                REPO,
-                INFO["numpy_site"],
-                ctx.canary_dir,
-                "/tmp",
-                "/",
-            ):
-                assert not (Path(directory) / name).exists(), f"{where}: wrote into {directory}"
-            assert (ctx.canary_dir / "keep").read_text() == "keep me", where
-            assert hashlib.sha256(Path(harness.__file__).read_bytes()).hexdigest() == ctx.harness_digest
-        elif key == "listener_idle":
-            ctx.tcp.setblocking(False)
-            ctx.udp.setblocking(False)
-            with pytest.raises(BlockingIOError):
-                ctx.tcp.accept()
-            with pytest.raises(BlockingIOError):
-                ctx.udp.recvfrom(100)
-        elif key == "no_leftover":
-            assert processes_mentioning(ctx.token) == [], f"{where}: a process outlived the run"
-        elif key == "canary_alive":
-            assert ctx.canary.poll() is None, f"{where}: the host's canary process died"
-        else:  # pragma: no cover - parse_case refuses unknown keys
-            raise AssertionError(key)
+    check_expects(case.expects, result, ctx, limits.output_bytes, elapsed, where)
 
 
 def test_corpus_is_complete(tmp_path: Path) -> None:

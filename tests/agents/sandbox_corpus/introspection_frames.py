@@ -1,6 +1,7 @@
 # expect: ok; target_absent; stdout_contains=frames walked
 # limits: output_bytes=8000000
 # modes: bwrap unsafe
+# outside: stop_reason=exited|output_limit; target_absent
 # Walk every frame above the code, format-string attribute access, sys.modules, the files under
 # /sandbox and all objects the garbage collector knows: print everything. The record's answer is
 # never inside the sandbox, so it cannot appear.

@@ -1,6 +1,7 @@
 # expect: ok; no_secret; stdout_contains=secret file hidden; stdout_contains=shadow hidden
 # limits: output_bytes=8000000
 # modes: bwrap
+# outside: stop_reason=exited|output_limit; no_secret; stdout_contains=secret file hidden
 # Reads what the host holds: a secret file the test made, /etc/shadow, /root, /work, the repo,
 # the host's /tmp, and the memory of the test process (its pid is given).
 import os
