@@ -77,7 +77,6 @@ def test_the_papers_file_reads_alike_on_both_paths():
     "edit",
     [
         lambda o: o.update(exp="a\\u00e9b"),  # an escape: JSON's, read by the general path
-        lambda o: o["samples"][0].update(y=True),
         lambda o: o.update(note="extra keys are ignored"),
         lambda o: o["samples"][1].update(x=""),
     ],
