@@ -169,7 +169,9 @@ def test_the_first_problem_in_file_order_is_named(tmp_path):
 
 
 def test_paths_that_are_not_records_files(tmp_path):
-    with pytest.raises(GF2ConfigError, match=r"no records file at .*nowhere\.json"):
+    with pytest.raises(
+        GF2ConfigError, match=r"no records file at .*nowhere\.json .*fix the path, or write one"
+    ):
         read_records(tmp_path / "nowhere.json")
     with pytest.raises(GF2ConfigError, match="without a dataset card"):
         read_records(tmp_path)
