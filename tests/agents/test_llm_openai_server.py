@@ -158,6 +158,7 @@ def test_retry_after_values_a_server_may_send():
         ("flood", None, "is 20,971,520 bytes (Content-Length), over max_response_bytes=8,388,608"),
         ("flood-unsized", 2**20, "over max_response_bytes=1,048,576 bytes (1,0"),
     ],
+    ids=["flood-sized-default-cap", "flood-unsized-1MiB-cap"],
 )
 def test_a_flood_of_a_reply_is_read_only_to_the_cap_and_fails_that_query(server, mode, cap, said):
     import tracemalloc
