@@ -17,6 +17,8 @@ In a compare config::
 
 from __future__ import annotations
 
+import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,31 +59,41 @@ class SB3Spec:
 
 
 def load_sb3(spec: SB3Spec) -> Any:
-    """The SB3 model of a checkpoint (on CPU)."""
+    """The SB3 model of a checkpoint (on CPU); its algorithm checked first (:func:`check_algorithm`)."""
     import stable_baselines3 as sb3
 
     path = Path(spec.path)
     if not path.exists():
         raise GF2ConfigError(f"SB3 checkpoint {path} does not exist; train one with gf2 train sb3.")
     check_algorithm(path, spec.algo)
-    return getattr(sb3, spec.algo.upper()).load(str(path), device="cpu")
+    try:
+        return getattr(sb3, spec.algo.upper()).load(str(path), device="cpu")
+    except Exception as err:  # e.g. a damaged parameters file: torch's or zipfile's errors
+        raise _unreadable(path, err) from None
+
+
+def _unreadable(path: Path, err: Exception) -> GF2ConfigError:
+    return GF2ConfigError(
+        f"SB3 checkpoint {path} could not be read ({type(err).__name__}: {' '.join(str(err).split())}); "
+        "pass the .zip a gf2 train sb3 run saved."
+    )
 
 
 def check_algorithm(path: Path, algo: str) -> None:
     """Refuse a checkpoint whose policy class (stored in the zip) is not one ``algo`` trains: SB3 would
     otherwise fail deep inside ``load`` (a DQN zip read as PPO, or the reverse). PPO and A2C share
-    their policies, so a checkpoint of one loads, and acts the same, as the other."""
+    their policies, so a checkpoint of one loads, and acts the same, as the other. Only the zip's
+    ``data`` entry is read, and of it only the policy class is unpickled (the parameters are
+    ``load``'s to read, once)."""
     import stable_baselines3 as sb3
-    from stable_baselines3.common.save_util import load_from_zip_file
+    from stable_baselines3.common.save_util import json_to_data
 
     try:
-        data, _, _ = load_from_zip_file(path, device="cpu", load_data=True)
-    except Exception as err:  # SB3 raises ValueError, zipfile errors or unpickling errors
-        raise GF2ConfigError(
-            f"SB3 checkpoint {path} could not be read ({type(err).__name__}: {err}); pass the .zip a "
-            "gf2 train sb3 run saved."
-        ) from None
-    policy = (data or {}).get("policy_class")
+        with zipfile.ZipFile(path) as archive:
+            stored = json.loads(archive.read("data"))
+        policy = json_to_data(json.dumps({"policy_class": stored["policy_class"]}))["policy_class"]
+    except Exception as err:  # zipfile errors, no data entry, not JSON, unpickling errors
+        raise _unreadable(path, err) from None
     fits = [
         name
         for name in SB3_ALGOS

@@ -57,9 +57,10 @@ class RecordColumns:
         )  # fmt: skip
 
     def samplings(self) -> np.ndarray:
-        """Each record's sampling mode, as :func:`agents.harness.grid.sampling_of` reads it: named in
-        ``exp``; else ``"diagnostic"`` for the all-ones payload then the one-bit-cleared ones,
-        ``"adversarial"`` for one payload weight throughout (K > 1), ``"unknown"`` otherwise."""
+        """Each record's sampling mode (the one rule; ``agents.harness.grid.sampling_of`` applies it to
+        one record): named in ``exp``; else ``"diagnostic"`` for the all-ones payload then the
+        one-bit-cleared ones, ``"adversarial"`` for one payload weight throughout (K > 1),
+        ``"unknown"`` otherwise."""
         out = np.full(self.R, "unknown", dtype=object)
         head = min(self.K, self.p + 1)
         pattern = np.ones((self.p + 1, self.p), dtype=np.uint8)

@@ -33,7 +33,10 @@ def read_record_columns(path: str | Path) -> list[RecordColumns]:
     shape, in the order each shape first appears."""
     path = Path(path)
     if not path.exists():
-        raise GF2ConfigError(f"There is no records file at {path}; pass a records file or dataset folder.")
+        raise GF2ConfigError(
+            f"There is no records file at {path} (a relative path is read from the working directory); "
+            "fix the path, or write one with gf2 generate (a dataset folder also works)."
+        )
     data = split_records_json(path)
     if data is None and path.suffix.lower() in PARQUET_SUFFIXES:
         return read_parquet(path)

@@ -214,9 +214,9 @@ def _sample_bits(samples: Any, n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
     if extra and bits[:, :extra].any():
         bad = xs[int(np.flatnonzero(bits[:, :extra].any(axis=1))[0])]
         raise RecordFormatError(f"Sample x={bad} has more than n+p={width} bits for n={n}, p={p}.")
-    for y in ys:
-        if type(y) not in (int, bool) or y not in (0, 1):
-            raise RecordFormatError(f"Sample label y={short_repr(y)} is not 0 or 1.")
+    for j, y in enumerate(ys):
+        if type(y) is not int or y not in (0, 1):  # a JSON true/false is not a label
+            raise RecordFormatError(f"Sample {j}'s label y={short_repr(y)} is not 0 or 1 (the integer).")
     return np.ascontiguousarray(bits[:, extra:]), np.array(ys, dtype=np.uint8).reshape(len(ys))
 
 

@@ -91,24 +91,32 @@ def check_keys(obj: Mapping[str, Any], allowed: Iterable[str], where: str) -> No
         raise GF2ConfigError(f"{where} has unknown keys {unknown}; the keys are {sorted(allowed)}.")
 
 
-_BOOL_TYPES = {bool: False, "bool": False, "bool | None": True, "Optional[bool]": True}
+def _kinds(hint: Any) -> tuple[Any, ...]:
+    """The types a field's hint allows: ``int | None`` and ``Optional[int]`` give ``(int, NoneType)``."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return typing.get_args(hint)
+    return (hint,)
+
+
+def _is_bool_field(kinds: tuple[Any, ...]) -> bool:
+    """Whether a field of these types is a boolean one (``bool``, optionally ``| None``)."""
+    return bool in kinds and set(kinds) <= {bool, type(None)}
 
 
 def check_bools(cls: Any, obj: Mapping[str, Any], where: str) -> None:
-    """Refuse a YAML value of a ``bool`` field of dataclass ``cls`` that is not ``true``/``false``.
+    """Refuse a YAML value of a ``bool`` field of dataclass ``cls`` that is not ``true``/``false``
+    (or ``null`` where the field is optional).
 
     ``bool('no')`` is ``True``: a quoted ``'no'`` or ``'false'``, a ``0`` or a list would silently
     mean something else, so every loader of a config checks its bool fields here.
     """
-    for f in dataclasses.fields(cls):
-        if f.name not in obj or f.type not in _BOOL_TYPES:
-            continue
-        value = obj[f.name]
-        if isinstance(value, bool) or (value is None and _BOOL_TYPES[f.type]):
+    hints = typing.get_type_hints(cls)
+    for key, value in obj.items():
+        kinds = _kinds(hints.get(key))
+        if not _is_bool_field(kinds) or isinstance(value, bool) or (value is None and type(None) in kinds):
             continue
         raise GF2ConfigError(
-            f"{where}: {f.name}={value!r} is not a boolean; write {f.name}: true or {f.name}: false "
-            "(unquoted)."
+            f"{where}: {key}={value!r} is not a boolean; write {key}: true or {key}: false (unquoted)."
         )
 
 
@@ -123,11 +131,8 @@ def check_scalar_types(obj: Mapping[str, Any], cls: Any, where: str) -> None:
     check_bools(cls, obj, where)
     hints = typing.get_type_hints(cls)
     for key, value in obj.items():
-        hint = hints.get(key)
-        if hint is None:
-            continue
-        kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
-        if not all(kind in _SCALARS for kind in kinds) or set(kinds) <= {bool, type(None)}:
+        kinds = _kinds(hints.get(key))
+        if not all(kind in _SCALARS for kind in kinds) or _is_bool_field(kinds):
             continue
         if isinstance(value, bool):
             ok = bool in kinds

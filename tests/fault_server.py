@@ -5,7 +5,9 @@ The server speaks the chat and completions APIs; the first path segment picks it
 attempt unless the mode ends in ``-always`` (``-odd``: every attempt of a query with an odd seed,
 and never the others). Hostile servers: ``drip`` sends its body one byte every 50 ms (each read is
 quick, the whole takes seconds); ``notutf8`` a body that is not UTF-8; ``fakegzip`` a plain body
-labelled ``Content-Encoding: gzip``; ``huge`` a reply of 2 MB before its answer; ``strtokens`` a
+labelled ``Content-Encoding: gzip``; ``huge`` a reply of 2 MB before its answer; ``flood`` a body
+of 20 MB (``Content-Length`` said), ``flood-unsized`` one without a length (ended by closing the
+connection), both written from one 64 KiB chunk (the server holds no 20 MB); ``strtokens`` a
 string in ``usage.prompt_tokens``; ``retry429`` (``Retry-After: 1``), ``retry503date`` (an
 HTTP-date 2 s ahead) and ``retry429long`` (``Retry-After: 3600``) refuse first; the time of every
 attempt is kept in ``times``. ``solver`` plays a model in tool mode: its first reply
@@ -36,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from train.tool_solvers import DILIGENT_SOLVER, PAPER_DILIGENT_SOLVER
 
 SOLVER = DILIGENT_SOLVER
+FLOOD_BYTES = 20 * 1024 * 1024  # the body of the flood modes
 
 
 _BOX = re.compile(r"\\boxed\{(\[[0-9, ]+\])\}")
@@ -134,6 +137,8 @@ class Handler(BaseHTTPRequestHandler):
             if base == "retry503date" and fault:
                 when = formatdate(time.time() + 2, usegmt=True)
                 return self._send(503, b'{"error": "busy"}', {"Retry-After": when})
+            if base in ("flood", "flood-unsized") and fault:
+                return self._flood(FLOOD_BYTES, sized=base == "flood")
             if base == "bad400":
                 return self._send(400, b'{"error": "bad request"}')
             text, finish = f"answer \\boxed{{[{body['seed'] % 7}, 8, 9]}}", "stop"
@@ -158,6 +163,26 @@ class Handler(BaseHTTPRequestHandler):
                 "usage": usage,
             }
             self._send(200, json.dumps(reply).encode(), drip=base == "drip" and fault)
+
+    def _flood(self, size: int, sized: bool) -> None:
+        """A 200 reply whose body is ``size`` bytes that start like a completion and never end it."""
+        with self.server.lock:
+            self.server.in_flight -= 1
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if sized:
+            self.send_header("Content-Length", str(size))
+        self.end_headers()
+        head = b'{"choices": [{"message": {"role": "assistant", "content": "'
+        chunk = b"x" * 65536
+        try:
+            self.wfile.write(head)
+            full, rest = divmod(size - len(head), len(chunk))
+            for _ in range(full):
+                self.wfile.write(chunk)
+            self.wfile.write(chunk[:rest])
+        except OSError:  # the client gave up reading: what its cap is for
+            pass
 
     def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None, drip=False) -> None:
         with self.server.lock:

@@ -6,7 +6,9 @@ key of the record generator, so the held-out records are not the training ones).
 asked through :class:`agents.llm.agent.LLMAgent` over the live model
 (:meth:`agents.llm.transformers_backend.TransformersBackend.from_loaded`), so prompts, scoring and
 Jeffreys intervals are the ones ``gf2 eval`` uses; its queries go to ``gamma_queries.jsonl`` (one
-model name a step).
+model name a step). The callback holds that log from its construction to the end of training
+(:meth:`agents.llm.query_log.QueryLog.locked`, the lock of ``gf2 eval``): a second run on the same
+output folder is refused before it trains, never appending to the same log.
 
 Rows go to ``gamma.csv`` (always; :class:`train.gamma_log.GammaLog`): step, the curriculum's active
 depths, and the summary columns of :func:`gf2env.report.results.summarize` per depth. Scalars also
@@ -17,6 +19,7 @@ against g at the first and last evaluation).
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +59,8 @@ class GammaCallback(TrainerCallback):
         self.curriculum, self.name = curriculum, name
         self.gamma_log = GammaLog(out_dir)
         self.log = QueryLog(self.gamma_log.out_dir / "gamma_queries.jsonl")
+        self._held = ExitStack()  # one run at a time on the log: released by close() or at exit
+        self._held.enter_context(self.log.locked(option="--output-dir (output_dir:)"))
         self.answered = self.log.answered()  # read once; every evaluation's agent adds to it
 
     # -------------------------------------------------------------- TrainerCallback hooks
@@ -69,7 +74,12 @@ class GammaCallback(TrainerCallback):
     def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **_: Any) -> None:
         self.evaluate(model, state.global_step)
         self.gamma_log.plot()
+        self.close()
+
+    def close(self) -> None:
+        """Close the CSV and release the query log (another run may use the folder then)."""
         self.gamma_log.close()
+        self._held.close()
 
     # -------------------------------------------------------------- the evaluation
     def evaluate(self, model: Any, step: int) -> dict[int, float]:

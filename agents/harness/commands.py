@@ -140,7 +140,7 @@ def llm_spec(args: argparse.Namespace) -> LLMSpec:
             args.top_k,
         ),
         concurrency=args.concurrency, timeout=args.timeout, retries=args.retries,
-        engine_args=tuple(sorted(engine_args.items())),
+        max_response_bytes=args.max_response_bytes, engine_args=tuple(sorted(engine_args.items())),
         tools=args.tools, max_revisions=args.max_revisions, tool_protocol=args.tool_protocol,
         model_class=args.model_class, isolation=args.sandbox, tool_wall_s=args.tool_wall_s,
         system=None if args.system is None else "" if args.system.lower() == "none" else args.system,
@@ -231,6 +231,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """``gf2 compare``, ``gf2 eval`` and ``gf2 demo``."""
+    from agents.llm.openai_server import MAX_RESPONSE_BYTES  # a light module: no httpx until a request
+
     cmp = sub.add_parser(
         "compare", help="evaluate agents on a grid or records file; results, summary, figures"
     )
@@ -275,6 +277,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--timeout", type=float, default=600.0, help="seconds one request may take in all (a deadline)"
     )
     ev.add_argument("--retries", type=int, default=4)
+    ev.add_argument(
+        "--max-response-bytes", type=int, default=MAX_RESPONSE_BYTES, metavar="N",
+        help="the most bytes of a reply read (default 8 MiB); a longer reply is a failed query",
+    )  # fmt: skip
     ev.add_argument("--tools", action="store_true", help="tool mode: the model's Python runs in the sandbox")
     ev.add_argument("--max-revisions", type=int, default=10, help="tool mode: revisions after the first run")
     ev.add_argument(

@@ -219,11 +219,6 @@ def _run_compare(config: CompareConfig, progress: bool, start: float, log: Query
         cells, total, seed = grid_cells(config.grid), config.grid.num_records, config.grid.seed
     else:
         assert config.records is not None
-        if not config.records.exists():
-            raise GF2ConfigError(
-                f"The records file {config.records} does not exist (relative paths are read from the "
-                "working directory); fix the path, or write one with gf2 generate."
-            )
         groups = read_record_columns(config.records)
         total = sum(group.R for group in groups)
         cells, seed = column_cells(groups, config.records.name), 0

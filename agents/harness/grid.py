@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from agents.base import Cell
 from gf2env.errors import GF2ConfigError
 from gf2env.oracle import SAMPLING_MODES, TaskConfig
-from gf2env.posterior import StepBatch
 from gf2env.record_columns import RecordColumns, check_trials, columns_from_records, generate_columns
 from gf2env.records import Record, check_seed
 from gf2env.settings import TaskSettings, check_depths
@@ -95,44 +93,28 @@ def grid_cells(grid: Grid) -> Iterator[Cell]:
 
 
 def sampling_of(record: Record) -> str:
-    """The sampling mode of a record: named in its ``exp``, else read off its payloads.
-
-    One payload weight throughout is ``"adversarial"``; the all-ones payload followed by the
-    one-bit-cleared ones is ``"diagnostic"``; anything else is ``"unknown"`` (uniform payloads
-    cannot be told apart from a mix with certainty).
-    """
-    named = [mode for mode in SAMPLING_MODES if mode in record.exp]
-    if len(named) == 1:
-        return named[0]
-    weights = record.payload.sum(axis=1)
-    head = min(record.K, record.p + 1)
-    diagnostic = np.ones((record.p + 1, record.p), dtype=np.uint8)
-    diagnostic[np.arange(1, record.p + 1), np.arange(record.p)] = 0
-    if head > 1 and np.array_equal(record.payload[:head], diagnostic[:head]):
-        return "diagnostic"
-    if len(set(weights.tolist())) == 1 and record.K > 1:
-        return "adversarial"
-    return "unknown"
+    """The sampling mode of a record, as :meth:`~gf2env.record_columns.RecordColumns.samplings` reads
+    it (named in its ``exp``, else read off its payloads)."""
+    return str(columns_from_records([record])[0].samplings()[0])
 
 
 def record_cells(records: Sequence[Record], source: str) -> Iterator[Cell]:
-    """Records grouped by ``(sampling, p, d, K, n, g)``; ``trial`` is a record's position in the file
-    (refused as :func:`column_cells` refuses them)."""
-    check_trials(columns_from_records(records))
-    groups: dict[tuple[Any, ...], list[int]] = {}
-    for i, rec in enumerate(records):
-        groups.setdefault((sampling_of(rec), rec.p, rec.d, rec.K, rec.n, rec.g), []).append(i)
-    parts = [(key[0], key[-2], tuple(records[i] for i in idx), idx) for key, idx in groups.items()]
-    return (
-        Cell(source, sampling, n, None, np.array(idx), StepBatch.from_records(group), group)
-        for sampling, n, group, idx in parts
-    )  # a generator, the check made already
+    """Records grouped by ``(sampling, p, d, K, n, g)``; ``trial`` is a record's position in the file.
+    The cells of :func:`column_cells` on the records' columns (one check, one grouping), each
+    holding the caller's own :class:`Record` objects."""
+    return _cells(columns_from_records(records), source, records)
 
 
 def column_cells(groups: Sequence[RecordColumns], source: str) -> Iterator[Cell]:
     """:func:`record_cells` for records read as columns: the same cells, in the same order, each
     batch built from arrays and its records built only when read. Records that would count wrongly
     (no samples, labels their terms do not give, repeats) are refused (:func:`check_trials`)."""
+    return _cells(groups, source, None)
+
+
+def _cells(groups: Sequence[RecordColumns], source: str, records: Sequence[Record] | None) -> Iterator[Cell]:
+    """The cells of ``groups`` (checked first, all of them); a cell's records are ``records``'s at its
+    trials when given, else built from the columns when read."""
     check_trials(groups)
     parts = []
     for columns in groups:
@@ -141,9 +123,12 @@ def column_cells(groups: Sequence[RecordColumns], source: str) -> Iterator[Cell]
             rows = np.flatnonzero(modes == mode)
             parts.append((int(columns.index[rows[0]]), str(mode), columns.take(rows)))
     return (
-        Cell(source, mode, part.n, None, part.index, part.step_batch(), part.records())
+        Cell(
+            source, mode, part.n, None, part.index, part.step_batch(),
+            part.records() if records is None else tuple(records[i] for i in part.index.tolist()),
+        )
         for _, mode, part in sorted(parts, key=lambda item: item[0])
-    )  # a generator, the check made already
+    )  # a generator, the check made already  # fmt: skip
 
 
 def lone_settings(groups: Sequence[RecordColumns]) -> list[str]:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from agents.base import Cell, Estimate
-from agents.llm.openai_server import OpenAICompatibleBackend
+from agents.llm.openai_server import MAX_RESPONSE_BYTES, OpenAICompatibleBackend
 from agents.llm.planning import plan_queries
 from agents.llm.queries import APIS, Backend, SamplingParams
 from agents.llm.query_log import QueryLog, entry_action, log_entry
@@ -59,6 +59,8 @@ class LLMSpec:
         sampling: temperature, top-p, max tokens, stop strings.
         concurrency, timeout, retries: requests in flight per server, the deadline in seconds of one
             request (its whole reply), retries of a failing request (served backends).
+        max_response_bytes: the most bytes of a reply's body read (served backends; 8 MiB): a longer
+            reply is a failed attempt, retried, then logged as failed with its size.
         engine_args: keyword arguments of ``vllm.LLM`` (``vllm-offline``), e.g. ``max_model_len``.
         tools: tool mode (:mod:`agents.llm.tool_mode`): the model's code runs in the sandbox, its output
             comes back, up to ``max_revisions`` revisions (chat API only).
@@ -86,6 +88,7 @@ class LLMSpec:
     concurrency: int = 8
     timeout: float = 600.0
     retries: int = 4
+    max_response_bytes: int = MAX_RESPONSE_BYTES
     engine_args: tuple[tuple[str, Any], ...] = ()
     tools: bool = False
     max_revisions: int = 10
@@ -117,6 +120,8 @@ class LLMSpec:
             raise GF2ConfigError(f"concurrency={self.concurrency} is less than the minimum 1.")
         if self.retries < 0:
             raise GF2ConfigError(f"retries={self.retries} is negative; pass 0 or more.")
+        if self.max_response_bytes < 1:
+            raise GF2ConfigError(f"max_response_bytes={self.max_response_bytes} is less than the minimum 1.")
         if self.tools and self.api != "chat":
             raise GF2ConfigError("Tool mode is a conversation; it needs api='chat', not 'completions'.")
         if self.max_revisions < 0:
@@ -201,8 +206,9 @@ class LLMSpec:
         """The backend this spec names (loads the model for the local backends)."""
         if self.backend in SERVED_BACKENDS:
             return OpenAICompatibleBackend(
-                self.base_urls, self.model, self.concurrency, self.timeout, self.retries
-            )
+                self.base_urls, self.model, self.concurrency, self.timeout, self.retries,
+                max_response_bytes=self.max_response_bytes,
+            )  # fmt: skip
         if self.backend == "vllm-offline":
             from agents.llm.vllm_engine import VLLMEngineBackend
 

@@ -6,7 +6,10 @@ exponential backoff (or the wait a 429/503's ``Retry-After`` asks, up to ``max_r
 default) on connection errors, timeouts (``timeout`` is the deadline of a whole request,
 its reply's body included), 429/5xx and bodies that are not a completion;
 a retry goes to the next server. What still fails is reported as a completion with ``error`` set,
-never raised.
+never raised. A reply's body is read up to ``max_response_bytes`` (8 MiB by default, decoded bytes):
+a longer one is cut off unread past that and is such a failure, its message naming the size and
+the setting (the log keeps 256 Ki characters of a reply and a real reply is bounded by
+``max_tokens``, so only a runaway or hostile server sends that much).
 
 With ``SamplingParams.max_model_len`` set, each request's prompt is first counted by the server's
 ``/tokenize`` (vLLM's; the count its own template gives) and ``max_tokens`` cut to what is left of
@@ -16,9 +19,11 @@ the context, so a long conversation (tool mode) ends cut off, never refused with
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -59,6 +64,32 @@ def retry_after_seconds(value: str | None) -> float | None:
 
 class DeadlineError(BadResponseError):
     """A request's whole response (headers and body) did not arrive within its deadline."""
+
+
+class TooLargeError(BadResponseError):
+    """A reply's body is longer than ``max_response_bytes``."""
+
+
+#: The default cap of a reply's body (8 MiB): far above what a scored reply needs (the log keeps 256 Ki
+#: characters; JSON escapes take at most 6 bytes a character), far below what would strain memory.
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An HTTP reply read whole (its body decoded as its ``Content-Encoding`` says, within the cap)."""
+
+    status_code: int
+    headers: Mapping[str, str]
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        """The body as JSON (ValueError when it is not JSON, or not UTF-8)."""
+        return json.loads(self.content)
 
 
 def request_body(query: Query, params: SamplingParams, model: str) -> dict[str, Any]:
@@ -129,6 +160,8 @@ class OpenAICompatibleBackend(Backend):
         max_retry_after: the longest wait, in seconds, that a ``Retry-After`` header (seconds or an
             HTTP-date, on HTTP 429 and 503) may ask before a retry; the wait before a retry is the
             longer of the backoff and that (the retry may go to the next replica all the same).
+        max_response_bytes: the most bytes of a reply's body that are read (:data:`MAX_RESPONSE_BYTES`
+            by default); a longer body is not read further, and is a failure of that attempt.
     """
 
     name = "openai-compatible"
@@ -143,6 +176,7 @@ class OpenAICompatibleBackend(Backend):
         backoff: float = 1.0,
         api_key: str | None = None,
         max_retry_after: float = 60.0,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         if not base_urls:
             raise GF2ConfigError("No server given; pass at least one base URL, e.g. http://127.0.0.1:8000.")
@@ -150,12 +184,15 @@ class OpenAICompatibleBackend(Backend):
             raise GF2ConfigError(f"concurrency={concurrency} is less than the minimum 1.")
         if max_retries < 0:
             raise GF2ConfigError(f"max_retries={max_retries} is negative; pass 0 or more.")
+        if max_response_bytes < 1:
+            raise GF2ConfigError(f"max_response_bytes={max_response_bytes} is less than the minimum 1.")
         self.base_urls = [self._v1(u) for u in base_urls]
         self.model = model
         self.concurrency, self.timeout = concurrency, timeout
         self.max_retries, self.backoff = max_retries, backoff
         self.api_key = api_key
         self.max_retry_after = max_retry_after
+        self.max_response_bytes = max_response_bytes
 
     @staticmethod
     def _v1(url: str) -> str:
@@ -230,17 +267,42 @@ class OpenAICompatibleBackend(Backend):
             query.key, attempts=self.max_retries + 1, server=url, error=errors[-1], errors=errors
         )
 
-    async def _post(self, client: Any, url: str, body: dict[str, Any]) -> Any:
-        """POST ``body`` and read the whole reply within the deadline ``timeout`` (or DeadlineError; a
-        body that does not decode as its ``Content-Encoding`` says: BadResponseError)."""
+    async def _post(self, client: Any, url: str, body: dict[str, Any]) -> Reply:
+        """POST ``body`` and read the whole reply within the deadline ``timeout`` (or DeadlineError), at
+        most ``max_response_bytes`` of it (or TooLargeError; a body that does not decode as its
+        ``Content-Encoding`` says: BadResponseError)."""
         import httpx
 
         try:
-            return await asyncio.wait_for(client.post(url, json=body), self.timeout)
+            return await asyncio.wait_for(self._read(client, url, body), self.timeout)
         except asyncio.TimeoutError:
             raise DeadlineError(f"no whole reply within the deadline of {self.timeout:g} s") from None
         except httpx.DecodingError as err:  # e.g. a body labelled gzip that is not
             raise BadResponseError(f"body does not decode as its headers say ({err})") from None
+
+    async def _read(self, client: Any, url: str, body: dict[str, Any]) -> Reply:
+        """The reply to POST ``body``, its body read in chunks and given up past the cap."""
+        cap = self.max_response_bytes
+        raise_it = "raise max_response_bytes (llm: max_response_bytes, or gf2 eval --max-response-bytes)"
+        async with client.stream("POST", url, json=body) as response:
+            announced = response.headers.get("Content-Length", "")
+            if announced.isdigit() and int(announced) > cap:
+                raise TooLargeError(
+                    f"the reply's body is {int(announced):,} bytes (Content-Length), over "
+                    f"max_response_bytes={cap:,}; not read. If replies this long are expected, {raise_it}."
+                )
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > cap:
+                    chunks.clear()  # now, not when the error's traceback (a cycle) is collected
+                    raise TooLargeError(
+                        f"the reply's body is over max_response_bytes={cap:,} bytes ({size:,} read, then "
+                        f"given up). If replies this long are expected, {raise_it}."
+                    )
+                chunks.append(chunk)
+            return Reply(response.status_code, response.headers, b"".join(chunks))
 
     async def _count(self, client: Any, url: str, body: dict[str, Any]) -> int:
         """The prompt's tokens by the server's ``/tokenize`` (at the root, beside ``/v1``)."""
@@ -265,7 +327,10 @@ __all__ = [
     "BadResponseError",
     "BusyError",
     "DeadlineError",
+    "MAX_RESPONSE_BYTES",
     "OpenAICompatibleBackend",
+    "Reply",
+    "TooLargeError",
     "parse_response",
     "request_body",
     "retry_after_seconds",

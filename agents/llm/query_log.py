@@ -87,10 +87,11 @@ class QueryLog:
         return {line["key"]: line for line in self.lines() if line.get("status") == "ok"}
 
     @contextmanager
-    def locked(self) -> Iterator[QueryLog]:
+    def locked(self, option: str = "--out") -> Iterator[QueryLog]:
         """Hold the log for one run: an exclusive ``flock`` on ``<log>.lock`` beside it, released when
         the block ends (or the process does); while held, another run on it is refused with
-        GF2ConfigError (two runs would ask every query twice)."""
+        GF2ConfigError (two runs would ask every query twice), which names ``option``, the setting
+        that picks another folder."""
         lock = self.path.with_name(self.path.name + ".lock")
         fd = os.open(lock, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
@@ -99,7 +100,7 @@ class QueryLog:
             except BlockingIOError:
                 raise GF2ConfigError(
                     f"{self.path.parent} is in use by another run: its query log {self.path.name} is "
-                    f"locked ({lock}). Wait for that run to end, or pass another --out."
+                    f"locked ({lock}). Wait for that run to end, or pass another {option}."
                 ) from None
             yield self
         finally:

@@ -23,6 +23,8 @@ BAD_LLM_FIELDS = [
     ("base_url: 3", "base_url=3 is not a string or a list of strings"),
     ("stop: 5", "stop=5 is not a string or a list of strings"),
     ("samples: '2'", "samples='2' is not an integer"),
+    ("max_response_bytes: 8MB", "max_response_bytes='8MB' is not an integer"),
+    ("max_response_bytes: 0", "max_response_bytes=0 is less than the minimum 1"),
 ]
 
 
@@ -43,6 +45,8 @@ def test_right_typed_llm_fields_still_build_a_spec():
         {"model": "m", "base_url": ["http://a", "http://b"], "temperature": 0, "max_tokens": 8, "stop": "x"}
     )
     assert spec.sampling.temperature == 0 and spec.base_urls == ("http://a", "http://b")
+    capped = LLMSpec.from_mapping({"model": "m", "base_url": "http://a", "max_response_bytes": 1000})
+    assert capped.make_backend().max_response_bytes == 1000  # the spec's cap reaches the transport
     with pytest.raises(GF2ConfigError, match="name=3 is not a string or null"):
         LLMSpec.from_mapping({"model": "m", "base_url": "http://a", "name": 3})
 

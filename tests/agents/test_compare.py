@@ -247,7 +247,8 @@ def test_a_configs_records_key_is_evaluated_and_a_missing_file_is_refused(tmp_pa
     for cmd in ("compare", "eval"):
         run = gf2(cmd, "--config", str(config), "--quiet")
         assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
-        assert f"The records file {tmp_path / 'nope.json'} does not exist" in run.stderr, run.stderr
+        assert f"no records file at {tmp_path / 'nope.json'} (a relative path" in run.stderr, run.stderr
+        assert "fix the path, or write one with gf2 generate" in run.stderr, run.stderr
     assert not (tmp_path / "out3").exists()
     # A config's records and grid flags do not mix (the flags would be ignored).
     config.write_text(f"agents: [A]\nrecords: {tmp_path / 'recs.json'}\nout: {tmp_path / 'out4'}\n")

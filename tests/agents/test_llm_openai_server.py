@@ -150,3 +150,37 @@ def test_retry_after_values_a_server_may_send():
     assert 3590 < retry_after_seconds(formatdate(time.time() + 3600, usegmt=True)) <= 3600
     assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
     assert retry_after_seconds("nan") is None and retry_after_seconds("") is None
+
+
+@pytest.mark.parametrize(
+    ("mode", "cap", "said"),
+    [
+        ("flood", None, "is 20,971,520 bytes (Content-Length), over max_response_bytes=8,388,608"),
+        ("flood-unsized", 2**20, "over max_response_bytes=1,048,576 bytes (1,0"),
+    ],
+    ids=["flood-sized-default-cap", "flood-unsized-1MiB-cap"],
+)
+def test_a_flood_of_a_reply_is_read_only_to_the_cap_and_fails_that_query(server, mode, cap, said):
+    import tracemalloc
+
+    from tests.fault_server import FLOOD_BYTES
+
+    url = f"{server.url}/{mode}-always"  # a 20 MB body, with its length said or not
+    capped = {} if cap is None else {"max_response_bytes": cap}  # the default: 8 MiB
+    backend = OpenAICompatibleBackend([url], model="tiny", max_retries=1, backoff=0.01, **capped)
+    tracemalloc.start()
+    try:
+        out = run(backend, queries(2))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * (cap or 0) + 3 * 2**20 < FLOOD_BYTES / 2, peak  # two queries at a time
+    for c in out.values():  # each attempt failed, naming the size and the setting; retried once
+        assert c.text == "" and c.attempts == 2 and len(c.errors) == 2, c
+        assert c.error.startswith("TooLargeError: ") and said in c.error, c.error
+        assert (
+            "raise max_response_bytes (llm: max_response_bytes, or gf2 eval --max-response-bytes)" in c.error
+        )
+    once = OpenAICompatibleBackend([f"{server.url}/{mode}"], model="tiny", backoff=0.01, **capped)
+    first = run(once, queries(1))["q0"]  # the flood hits a query's first attempt only: the retry answers
+    assert first.error is None and first.attempts == 2 and said in first.errors[0]

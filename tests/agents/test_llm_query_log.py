@@ -211,3 +211,23 @@ def test_a_huge_reply_keeps_the_log_small(server, tmp_path):
         assert len(line["response"]) == RESPONSE_KEEP_CHARS and line["response"].startswith("x")
         assert line["response_truncated_chars"] == 2_000_014 + len(answer) - RESPONSE_KEEP_CHARS
         assert line["score"]["failure"] in ("none", "wrong_term")
+
+
+def test_a_flooded_reply_is_logged_as_a_failed_query_naming_its_size_and_the_setting(server, tmp_path):
+    out = tmp_path / "run"
+    cmd = gf2_eval(f"{server.url}/flood-unsized-odd", out, "--trials", "2", "--p", "10", "--d", "4",
+                   "--max-response-bytes", "100000")  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = QueryLog(out / "queries.jsonl").lines()
+    bad = [line for line in lines if line["seed"] % 2]  # 20 MB bodies on every attempt
+    good = [line for line in lines if not line["seed"] % 2]
+    assert bad and good and len(lines) == 8
+    for line in bad:
+        assert line["status"] == "error" and line["attempts"] == 2 and line["response"] == "", line
+        assert (
+            "over max_response_bytes=100,000 bytes" in line["error"]
+            and "--max-response-bytes" in line["error"]
+        )
+    assert all(line["status"] == "ok" for line in good)
+    assert f"{len(bad)} records have no answer" in done.stdout

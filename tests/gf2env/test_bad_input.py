@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
@@ -12,6 +13,7 @@ import gf2env  # noqa: F401  (registers the envs)
 from gf2env.errors import GF2ConfigError, ResetNeededError
 from gf2env.oracle import TaskConfig
 from gf2env.records import generate_record
+from gf2env.settings import check_scalar_types, dataclass_from_mapping
 from gf2env.vector import GF2ReconVectorEnv
 from tests.paths import REPO
 
@@ -87,3 +89,21 @@ def test_bayes_ceiling_too_many_candidates_refused_at_construction():
     with pytest.raises(GF2ConfigError, match="bayes_ceiling"):
         GF2ReconVectorEnv(2, p=30, d=8, n=8, bayes_ceiling=True)
     gym.make("GF2Recon-v1", p=30, d=8, n=8)  # without the ceiling the size is fine
+
+
+@dataclass(frozen=True)
+class _Flags:  # annotations evaluated here (no `from __future__ import annotations`): real types
+    plots: bool = True
+    fit: bool | None = None
+    name: str = ""
+
+
+@pytest.mark.parametrize("key, value", [("plots", "no"), ("fit", "false"), ("fit", 0)])
+def test_a_boolean_field_is_known_by_its_type_however_annotated(key, value):
+    with pytest.raises(GF2ConfigError, match=f"{key}={value!r} is not a boolean; write {key}: true"):
+        dataclass_from_mapping(_Flags, {key: value}, "f.yaml")
+    with pytest.raises(GF2ConfigError, match=f"{key}={value!r} is not a boolean"):
+        check_scalar_types({key: value}, _Flags, "f.yaml")
+    assert dataclass_from_mapping(_Flags, {"plots": False, "fit": None}, "f.yaml") == _Flags(False, None)
+    with pytest.raises(GF2ConfigError, match="plots=None is not a boolean"):  # not optional
+        check_scalar_types({"plots": None}, _Flags, "f.yaml")

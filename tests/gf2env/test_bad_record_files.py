@@ -95,6 +95,10 @@ BAD = [  # (id, file name, writer, what the message must match)
     ("samples-string", ARRAY, edited(put(samples="0x1")), r"Record 2: .*samples.*not a list"),
     ("sample-not-dict", ARRAY, edited(lambda o: o["samples"].__setitem__(1, 5)), r"Record 2: .*Sample 1 "),
     ("x-int", ARRAY, edited(lambda o: o["samples"][0].update(x=12)), r"Record 2: .*x=12 is not a hex"),
+    ("y-true", ARRAY, edited(lambda o: o["samples"][3].update(y=True)),
+     r"r\.json: Record 2: Sample 3's label y=True is not 0 or 1 \(the integer\)"),
+    ("jsonl-y-bool", LINES, jsonl_with(json.dumps(good()[2]).replace('"y": 0', '"y": false')),
+     r"r\.jsonl, line 3: Record 2: Sample \d+'s label y=False is not 0 or 1"),
     ("y-half", ARRAY, edited(lambda o: o["samples"][0].update(y=0.5)), r"Record 2: .*y=0\.5 is not 0 or 1"),
     ("n-nan", ARRAY, lambda p: p.write_text(json.dumps(good()).replace('"n": 8', '"n": NaN', 3)),
      r"Record 0: .*n=nan is not"),  # fmt: skip
@@ -165,7 +169,9 @@ def test_the_first_problem_in_file_order_is_named(tmp_path):
 
 
 def test_paths_that_are_not_records_files(tmp_path):
-    with pytest.raises(GF2ConfigError, match=r"no records file at .*nowhere\.json"):
+    with pytest.raises(
+        GF2ConfigError, match=r"no records file at .*nowhere\.json .*fix the path, or write one"
+    ):
         read_records(tmp_path / "nowhere.json")
     with pytest.raises(GF2ConfigError, match="without a dataset card"):
         read_records(tmp_path)

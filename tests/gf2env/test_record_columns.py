@@ -11,7 +11,7 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from agents.harness.grid import column_cells, record_cells
+from agents.harness.grid import column_cells, record_cells, sampling_of
 from gf2env import RecordFormatError, read_record_columns, read_records, write_parquet
 from gf2env.combinatorics import rank_support
 from gf2env.oracle import TaskConfig
@@ -77,7 +77,6 @@ def test_the_papers_file_reads_alike_on_both_paths():
     "edit",
     [
         lambda o: o.update(exp="a\\u00e9b"),  # an escape: JSON's, read by the general path
-        lambda o: o["samples"][0].update(y=True),
         lambda o: o.update(note="extra keys are ignored"),
         lambda o: o["samples"][1].update(x=""),
     ],
@@ -168,8 +167,12 @@ def test_column_cells_are_record_cells(tmp_path):
     path = tmp_path / "r.json"
     write_records(path, records)
     by_columns = list(column_cells(read_record_columns(path), "r.json"))
-    by_records = list(record_cells(read_records(path), "r.json"))
+    read = read_records(path)
+    by_records = list(record_cells(read, "r.json"))
     assert len(by_columns) == len(by_records)
+    assert sorted(id(r) for c in by_records for r in c.records) == sorted(map(id, read))  # the caller's
+    assert all(sampling_of(r) == c.sampling for c in by_records for r in c.records)
+    assert len({c.sampling for c in by_records}) > 1
     for a, b in zip(by_columns, by_records, strict=True):
         assert (a.sampling, a.n) == (b.sampling, b.n)
         np.testing.assert_array_equal(a.trials, b.trials)

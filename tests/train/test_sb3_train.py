@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 pytest.importorskip("stable_baselines3")
 
 from agents.harness.grid import Grid, grid_cells  # noqa: E402
-from agents.sb3_agent import SB3Agent, SB3Spec, observations  # noqa: E402
+from agents.sb3_agent import SB3Agent, SB3Spec, check_algorithm, observations  # noqa: E402
 from gf2env.env import GF2ReconEnv  # noqa: E402
 from gf2env.errors import GF2ConfigError  # noqa: E402
 from gf2env.records import Record  # noqa: E402
@@ -141,3 +142,17 @@ def test_a_checkpoint_of_another_algorithm_is_a_config_error(trained, tmp_path):
     (tmp_path / "not.zip").write_text("not a zip")
     with pytest.raises(GF2ConfigError, match="could not be read"):
         SB3Agent(SB3Spec(str(tmp_path / "not.zip"), "ppo"))
+
+
+def test_the_algorithm_check_reads_only_the_data_entry(trained, tmp_path):
+    damaged = tmp_path / "damaged.zip"  # a PPO checkpoint whose parameter files are not torch files
+    with zipfile.ZipFile(trained["ppo"] / "final.zip") as src, zipfile.ZipFile(damaged, "w") as dst:
+        names = src.namelist()
+        for name in names:
+            dst.writestr(name, b"not a torch file" if name.endswith(".pth") else src.read(name))
+    assert "data" in names and any(name.endswith(".pth") for name in names)
+    check_algorithm(damaged, "ppo")  # the parameters are not read by the check
+    with pytest.raises(GF2ConfigError, match=r"trained by ppo or a2c, not algo='dqn'"):
+        check_algorithm(damaged, "dqn")
+    with pytest.raises(GF2ConfigError, match=r"damaged\.zip could not be read \(.*\); pass the \.zip"):
+        SB3Agent(SB3Spec(str(damaged), "ppo"))  # SB3's load reads them: still a typed error

@@ -236,3 +236,33 @@ def test_grpo_with_lora_trains_only_the_adapter(smollm2, tmp_path):
     saved = tmp_path / "out" / "final"
     assert (saved / "adapter_config.json").exists() and (saved / "adapter_model.safetensors").exists()
     assert json.loads((saved / "adapter_config.json").read_text())["r"] == 4
+
+
+def test_one_training_run_at_a_time_holds_the_gamma_query_log(tmp_path):
+    from train.gamma import GammaCallback
+    from train.gamma_log import GammaEvalSpec
+
+    def callback() -> GammaCallback:
+        return GammaCallback(GammaEvalSpec(), TaskSpec(p=6, d=3, K=8), tmp_path, tokenizer=None)
+
+    refused = rf"{tmp_path} is in use by another run: .*gamma_queries\.jsonl.*pass another --output-dir"
+    # Another process holds the folder (its callback built, training under way).
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom train.gamma import GammaCallback\n"
+         "from train.gamma_log import GammaEvalSpec\nfrom train.data import TaskSpec\n"
+         f"held = GammaCallback(GammaEvalSpec(), TaskSpec(p=6, d=3, K=8), {str(tmp_path)!r}, None)\n"
+         "print('held', flush=True)\ntime.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(GF2ConfigError, match=refused):
+            callback()
+    finally:
+        holder.kill()
+        holder.wait()
+    first = callback()  # the holder gone, the folder is free
+    with pytest.raises(GF2ConfigError, match=refused):  # a second open, in this process too
+        callback()
+    first.close()  # what the end of training does
+    callback().close()
