@@ -366,7 +366,8 @@ def alive(pids: set[int]) -> set[int]:
 
 
 def descendants(root: int) -> set[int]:
-    """Every live descendant of ``root``, walking ``/proc/<pid>/task/*/children``."""
+    """Every live descendant of ``root``, walking ``/proc/<pid>/task/*/children`` (its own walk, not
+    the sandbox's ``supervise.tree_pids``: the judge does not rely on the code it judges)."""
     found: set[int] = set()
     stack = [root]
     while stack:
