@@ -2,9 +2,11 @@
 
 One module a layer of the README's threat table: ``limits`` (what a run may use, what it did),
 ``view`` (what of a record the code sees), ``isolation`` (bubblewrap, clearenv, what the machine
-supports), ``supervise`` (process group, timeout, output cap), ``sandbox`` (:class:`Sandbox`
-composing them), ``check`` (``python -m agents.sandbox --check``). ``inside`` is the half that runs
-in the jail (rlimits wrapper, seccomp; standard library only); the rest stays on the host.
+supports), ``cgroups`` (a memory cgroup per worker), ``supervise`` (the process tree seen from the
+host, the output cap), ``workers`` (warm workers: wall clock, memory watch), ``workspace`` (one
+episode's persistent scratch), ``sandbox`` (:class:`Sandbox` composing them), ``check``
+(``python -m agents.sandbox --check``). ``inside`` is the half that runs in the jail (rlimits
+wrapper, fork server, seccomp; standard library only); the rest stays on the host.
 """
 
 from agents.sandbox.errors import SandboxConfigError, SandboxUnavailableError
@@ -19,6 +21,7 @@ from agents.sandbox.limits import (
 )
 from agents.sandbox.sandbox import Sandbox, SandboxPool
 from agents.sandbox.view import EMPTY_VIEW, VIEW_KEYS, paper_record_view, record_view
+from agents.sandbox.workspace import Workspace, WorkspaceInventory
 
 __all__ = [
     "BWRAP",
@@ -36,6 +39,8 @@ __all__ = [
     "SandboxPool",
     "SandboxResult",
     "SandboxUnavailableError",
+    "Workspace",
+    "WorkspaceInventory",
     "detect_isolation",
     "paper_record_view",
     "record_view",

@@ -483,6 +483,7 @@ def _child(job_fd: int, out_fd: int, err_fd: int, spec: dict, scratch: str, zygo
         os.closerange(3, 1 << 16)  # the control socket, the job and anything else of the worker
         _set_rlimits(spec["rlimits"])
         os.chdir(scratch)
+        sys.path.insert(0, scratch)  # a workspace's modules from earlier runs import like a script's
         randomness = sys.modules.get("numpy.random")
         if randomness is not None:  # a fork shares numpy's global generator state: draw afresh
             randomness.seed()
@@ -584,7 +585,7 @@ def _serve_one(ctrl: object, spec: dict, fds: list, scratch: str, run_id: int) -
         "maxrss_kb": usage.ru_maxrss,
         "wall_s": time.monotonic() - start,
         "timeout": timed_out,
-        "clean": _wipe(scratch),
+        "clean": True if spec.get("keep_scratch") else _wipe(scratch),
     }
 
 
@@ -597,7 +598,9 @@ def cmd_serve(argv: list[str]) -> int:
     run's rlimits and seccomp, and runs the code (:func:`_child`); the worker itself never reads the
     code or the record, so nothing of one run is in the memory the next run's process starts from.
     It reports ``{"status", "cpu_s", "maxrss_kb", "wall_s", "timeout", "clean"}`` and ends when
-    the host closes the socket. It is not dumpable, so a run (same uid) cannot open its /proc files.
+    the host closes the socket. A run with ``"keep_scratch": true`` (a workspace's) leaves the scratch
+    as the code left it, for the next run; ``{"wipe": id}`` empties it and reports ``clean``. It is
+    not dumpable, so a run (same uid) cannot open its /proc files.
     """
     import json
     import signal
@@ -627,6 +630,9 @@ def cmd_serve(argv: list[str]) -> int:
         if not message:
             return 0
         request = json.loads(message)
+        if "wipe" in request and not fds:  # the end of a workspace: empty the scratch now
+            ctrl.send(json.dumps({"id": request["wipe"], "clean": _wipe(scratch)}).encode())
+            continue
         if "run" not in request or len(fds) != 3:
             for fd in fds:
                 os.close(fd)

@@ -49,7 +49,8 @@ from agents.sandbox.errors import SandboxConfigError, SandboxUnavailableError
 from agents.sandbox.isolation import BWRAP, ISOLATIONS, UNSAFE, detect_isolation
 from agents.sandbox.limits import DEFAULT_LIMITS, SandboxLimits, SandboxResult
 from agents.sandbox.view import check_view, record_view
-from agents.sandbox.workers import Jail, Worker
+from agents.sandbox.workers import ATTEMPTS, Jail, Worker, WorkerGoneError
+from agents.sandbox.workspace import Workspace
 from gf2env.records import Record
 
 _unsafe_warned = False
@@ -159,7 +160,7 @@ class Sandbox:
 
     def _acquire(self) -> Worker:
         with self._cond:
-            while True:
+            for _ in range(ATTEMPTS):
                 self._check_open()
                 for worker in [w for w in self._all if w.owner != os.getpid()]:  # inherited by a fork
                     self._all.discard(worker)
@@ -212,6 +213,11 @@ class Sandbox:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def workspace(self) -> Workspace:
+        """A workspace for one episode: a worker of its own whose scratch persists from run to run
+        (files, modules to import), emptied when the workspace closes (:class:`Workspace`)."""
+        return Workspace(self)
+
     # ------------------------------------------------------------------------ runs
     def run_record(self, code: str, record: Record, *, limits: SandboxLimits | None = None) -> SandboxResult:
         """Run ``code`` with ``record_view(record)``."""
@@ -222,6 +228,24 @@ class Sandbox:
     ) -> SandboxResult:
         """Run ``code`` against ``view`` (from :func:`record_view`; None: an empty record), under the
         Sandbox's limits or this run's ``limits`` (any field but ``scratch_mb``, which sizes the jail)."""
+        code_bytes, view_json, limits = self._job(code, view, limits)
+        while True:
+            worker = self._acquire()
+            try:
+                return worker.run(code_bytes, view_json, limits)
+            except WorkerGoneError:  # found dead while idle: the run goes to a fresh worker
+                continue
+            except BaseException:
+                worker.healthy = False
+                raise
+            finally:
+                self._release(worker)
+        raise SandboxUnavailableError(f"{ATTEMPTS} sandbox workers in a row died before the run started.")
+
+    def _job(
+        self, code: str, view: dict[str, Any] | None, limits: SandboxLimits | None
+    ) -> tuple[bytes, str, SandboxLimits]:
+        """A run's checked inputs: the code as UTF-8, the view as JSON, the limits that apply."""
         if not isinstance(code, str):
             raise SandboxConfigError(f"code must be a str of Python source, got {type(code).__name__}.")
         try:
@@ -236,15 +260,7 @@ class Sandbox:
                 f"a run's limits.scratch_mb={limits.scratch_mb} differs from the Sandbox's "
                 f"{self.limits.scratch_mb}: the scratch size is the jail's; make a Sandbox with it."
             )
-        view_json = check_view(view)
-        worker = self._acquire()
-        try:
-            return worker.run(code_bytes, view_json, limits)
-        except BaseException:
-            worker.healthy = False
-            raise
-        finally:
-            self._release(worker)
+        return code_bytes, check_view(view), limits
 
 
 def _stop_workers(workers: set[Worker]) -> None:

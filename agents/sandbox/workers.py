@@ -44,6 +44,13 @@ BACKSTOP_S = 2.0  # beyond the wall clock: the worker did not report, so the hos
 DRAIN_S = 1.0  # how long the pipes may stay open once the report is in
 SAMPLE_S = 0.01  # how often the host reads the tree's memory during a run
 MIN_ADDRESS_SPACE_MB = 32  # what a run needs beyond the worker's own address space
+ATTEMPTS = 3  # workers a run may be sent to when each is found dead before it starts
+WIPE_S = 5.0  # how long emptying a workspace's scratch may take before the worker is replaced
+
+
+class WorkerGoneError(Exception):
+    """The worker was found dead when a run was sent to it (the run never started)."""
+
 
 _spawner: ThreadPoolExecutor | None = None
 _spawner_lock = threading.Lock()
@@ -196,8 +203,11 @@ class Worker:
             shutil.rmtree(self.host_scratch, ignore_errors=True)
 
     # ------------------------------------------------------------------------ one run
-    def run(self, code: bytes, view_json: str, limits: SandboxLimits) -> SandboxResult:
-        """Run one job; the worker is marked unhealthy when it must not serve another."""
+    def run(
+        self, code: bytes, view_json: str, limits: SandboxLimits, keep_scratch: bool = False
+    ) -> SandboxResult:
+        """Run one job; the worker is marked unhealthy when it must not serve another. With
+        ``keep_scratch`` (a workspace's runs) the scratch stays as the code left it."""
         self.runs += 1
         run_id = self.runs
         room = self.address_space_mb(limits)
@@ -217,9 +227,14 @@ class Worker:
                 "denied_builtins": list(limits.denied_builtins),
                 "recursion_limit": limits.recursion_limit,
                 "seccomp": self.jail.seccomp,
+                "keep_scratch": keep_scratch,
             }
             start = time.monotonic()
-            socket.send_fds(self.ctrl, [json.dumps(request).encode()], [job_fd, out_w, err_w])
+            try:
+                socket.send_fds(self.ctrl, [json.dumps(request).encode()], [job_fd, out_w, err_w])
+            except OSError as err:  # the worker died while idle: the run never started
+                self.healthy = False
+                raise WorkerGoneError(str(err)) from err
         except BaseException:
             for fd in (out_r, err_r):
                 os.close(fd)
@@ -270,7 +285,10 @@ class Worker:
                     if key.fd != self.ctrl.fileno():
                         streams.read(key.fd)
                         continue
-                    data = self.ctrl.recv(1 << 16)  # ready: a whole message, or b"" at its end
+                    try:
+                        data = self.ctrl.recv(1 << 16)  # ready: a whole message, or b"" at its end
+                    except OSError:  # the worker died with a message of ours unread
+                        data = b""
                     if not data:  # the worker died
                         self.healthy = False
                         return None, stop, peak
@@ -289,6 +307,17 @@ class Worker:
                     self._ask_stop(run_id)
         finally:
             streams.selector.unregister(self.ctrl.fileno())
+
+    def wipe(self) -> None:
+        """Empty the scratch (the end of a workspace); the worker is retired when that fails."""
+        self.runs += 1
+        try:
+            self.ctrl.send(json.dumps({"wipe": self.runs}).encode())
+            report = self._receive(WIPE_S)
+        except OSError:
+            report = None
+        if not (isinstance(report, dict) and report.get("id") == self.runs and report.get("clean") is True):
+            self.healthy = False
 
     def _ask_stop(self, run_id: int) -> None:
         try:
