@@ -141,10 +141,13 @@ def corpus_record() -> Record:
     return generate_record(TaskConfig(p=64, d=4, n=8, K=16), 3, 0, seed=5)
 
 
-def make_sandbox(limits: SandboxLimits, mode: str) -> Sandbox:
+MODE_PARAMS = [pytest.param("bwrap", marks=[needs_bwrap]), pytest.param("unsafe")]  # both modes
+
+
+def make_sandbox(limits: SandboxLimits, mode: str, workers: int | None = None) -> Sandbox:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the UNSAFE mode's warning has its own test
-        return Sandbox(limits, isolation=MODES[mode])
+        return Sandbox(limits, isolation=MODES[mode], workers=workers)
 
 
 # ---------------------------------------------------------------------------- context

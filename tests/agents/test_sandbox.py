@@ -17,7 +17,6 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -48,9 +47,7 @@ from tests.agents.sandbox_judge import (
     check_expects,
     corpus_cases,
     corpus_params,
-    corpus_record,
     fill,
-    host_context,
     make_sandbox,
     needs_bwrap,
     parse_case,
@@ -70,19 +67,7 @@ CASES = corpus_cases()
 PARAMS = corpus_params(CASES)
 
 
-# ---------------------------------------------------------------------------- context
-@pytest.fixture(scope="module")
-def record() -> Record:
-    return corpus_record()
-
-
-@pytest.fixture
-def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: Record) -> Iterator[Context]:
-    with host_context(tmp_path, monkeypatch, record) as c:
-        yield c
-
-
-# ---------------------------------------------------------------------------- the corpus
+# ---------------------------------------------------------------------------- the corpus (conftest.py: ctx)
 @pytest.mark.parametrize(("case", "mode"), PARAMS)
 def test_corpus(case: Case, mode: str, ctx: Context) -> None:
     code = case.path.read_text()

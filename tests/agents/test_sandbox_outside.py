@@ -34,7 +34,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,10 +50,8 @@ from tests.agents.sandbox_judge import (
     check_expects,
     corpus_cases,
     corpus_params,
-    corpus_record,
     descendants,
     fill,
-    host_context,
     make_sandbox,
     processes_mentioning,
     target_strings,
@@ -66,17 +64,6 @@ BUDGET_MEMORY_MIB = DEFAULT_LIMITS.memory_mb
 GRACE_S = 0.5  # for a SIGKILLed process to be reaped and leave /proc
 
 CASES = corpus_cases()
-
-
-@pytest.fixture(scope="module")
-def record() -> Record:
-    return corpus_record()
-
-
-@pytest.fixture
-def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: Record) -> Iterator[Context]:
-    with host_context(tmp_path, monkeypatch, record) as c:
-        yield c
 
 
 @dataclass

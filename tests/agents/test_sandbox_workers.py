@@ -13,29 +13,18 @@ import sys
 import textwrap
 import threading
 import time
-import warnings
 from pathlib import Path
 
 import pytest
 
-from agents.sandbox import UNSAFE, Sandbox, SandboxConfigError, SandboxLimits, detect_isolation
+from agents.sandbox import DEFAULT_LIMITS, Sandbox, SandboxConfigError, SandboxLimits
 from agents.sandbox.supervise import tree_pids
+from tests.agents.sandbox_judge import HAVE_BWRAP, INFO, MODE_PARAMS, MODES, make_sandbox
 from tests.paths import REPO
 
-INFO = detect_isolation()
-MODES = [
-    pytest.param(
-        "bwrap",
-        marks=pytest.mark.skipif(not INFO["bwrap"], reason=f"no bubblewrap: {INFO['bwrap_error']}"),
-    ),
-    pytest.param(UNSAFE),
-]
 
-
-def make(mode: str, **kwargs: object) -> Sandbox:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return Sandbox(isolation=mode, **kwargs)  # type: ignore[arg-type]
+def make(mode: str, workers: int, limits: SandboxLimits = DEFAULT_LIMITS) -> Sandbox:
+    return make_sandbox(limits, mode, workers)
 
 
 def descendants() -> list[int]:
@@ -55,7 +44,7 @@ def servers() -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_runs_reuse_one_worker_with_a_fresh_process_and_an_empty_scratch(mode: str) -> None:
     dirty = textwrap.dedent(
         """
@@ -88,7 +77,7 @@ def test_runs_reuse_one_worker_with_a_fresh_process_and_an_empty_scratch(mode: s
         assert sandbox.workers_started == 1 and sandbox.workers_retired == 0
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_a_run_cannot_poison_the_worker_for_the_next(mode: str) -> None:
     hostile = textwrap.dedent(
         """
@@ -134,7 +123,7 @@ def test_a_run_cannot_poison_the_worker_for_the_next(mode: str) -> None:
         assert sandbox.workers_started == 1 and sandbox.workers_retired == 0
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_a_hung_worker_is_killed_and_replaced(mode: str) -> None:
     with make(mode, workers=1) as sandbox:
         sandbox.start()
@@ -151,7 +140,7 @@ def test_a_hung_worker_is_killed_and_replaced(mode: str) -> None:
         assert sandbox.workers_started == 2
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_a_worker_dying_mid_run_is_reported_and_replaced(mode: str) -> None:
     with make(mode, workers=1) as sandbox:
         sandbox.start()
@@ -163,7 +152,7 @@ def test_a_worker_dying_mid_run_is_reported_and_replaced(mode: str) -> None:
         assert sandbox.run("print(1)").ok and sandbox.workers_retired == 1
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_close_leaves_nothing_and_refuses_later_runs(mode: str) -> None:
     before = set(descendants())
     sandbox = make(mode, workers=2)
@@ -176,7 +165,7 @@ def test_close_leaves_nothing_and_refuses_later_runs(mode: str) -> None:
         sandbox.run("print(1)")
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_workers_die_with_the_host(mode: str, tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
@@ -184,7 +173,7 @@ def test_workers_die_with_the_host(mode: str, tmp_path: Path) -> None:
         warnings.simplefilter("ignore")
         from agents.sandbox import Sandbox
         from agents.sandbox.supervise import tree_pids
-        sandbox = Sandbox(isolation={mode!r}, workers=2)
+        sandbox = Sandbox(isolation={MODES[mode]!r}, workers=2)
         sandbox.start()
         assert sandbox.run("print(1)").ok
         print(json.dumps([p for p in tree_pids(os.getpid()) if p != os.getpid()]), flush=True)
@@ -210,7 +199,7 @@ def test_workers_die_with_the_host(mode: str, tmp_path: Path) -> None:
     assert not alive, f"workers outlived their host: {alive}"
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_limits_per_run(mode: str) -> None:
     with make(mode, workers=1) as sandbox:
         quick = dataclasses.replace(sandbox.limits, wall_s=0.3)
@@ -230,16 +219,16 @@ def test_limits_per_run(mode: str) -> None:
 def test_the_budget_is_the_whole_tree() -> None:
     """A memory bomb's whole-tree peak (worker + run, as the result reports it and as the host's
     /proc says) stays within memory_mb; a budget too small for the worker is refused by name."""
-    with make("bwrap" if INFO["bwrap"] else UNSAFE, workers=1) as sandbox:
+    with make("bwrap" if HAVE_BWRAP else "unsafe", workers=1) as sandbox:
         result = sandbox.run("hoard = []\nwhile True: hoard.append(bytearray(10**6))")
         assert result.stop_reason == "memory_limit" and "MemoryError" in result.stderr
         assert 500 < result.memory_mb <= sandbox.limits.memory_mb
         tight = dataclasses.replace(sandbox.limits, memory_mb=256)
         small = sandbox.run("hoard = []\nwhile True: hoard.append(bytearray(10**6))", limits=tight)
         assert small.stop_reason == "memory_limit" and small.memory_mb <= 256
-    with make(UNSAFE, workers=1, limits=SandboxLimits(memory_mb=256, scratch_mb=200)) as sandbox:
+    with make("unsafe", workers=1, limits=SandboxLimits(memory_mb=256, scratch_mb=200)) as sandbox:
         assert sandbox.run("print(1)").ok  # UNSAFE's scratch is a host directory: not in the budget
-    if INFO["bwrap"]:
+    if HAVE_BWRAP:
         with make("bwrap", workers=1, limits=SandboxLimits(memory_mb=256, scratch_mb=200)) as sandbox:
             with pytest.raises(SandboxConfigError, match=r"memory_mb=256: .* raise memory_mb to at least"):
                 sandbox.run("print(1)")
@@ -247,7 +236,7 @@ def test_the_budget_is_the_whole_tree() -> None:
 
 @pytest.mark.skipif(not INFO["memory_cgroup"], reason=f"no memory cgroup: {INFO['memory_cgroup_error']}")
 def test_a_memory_cgroup_holds_each_worker_and_counts_its_scratch() -> None:
-    with make("bwrap" if INFO["bwrap"] else UNSAFE, workers=1) as sandbox:
+    with make("bwrap" if HAVE_BWRAP else "unsafe", workers=1) as sandbox:
         assert f"memory-{INFO['memory_cgroup']}" in sandbox.layers
         fill = "for i in range(4):\n    open(f'f{i}', 'wb').write(bytes(15 << 20))"
         result = sandbox.run(fill)

@@ -9,22 +9,14 @@ import signal
 import textwrap
 import threading
 import time
-import warnings
 
 import pytest
 
-from agents.sandbox import UNSAFE, Sandbox, SandboxConfigError, WorkspaceInventory, detect_isolation
+from agents.sandbox import DEFAULT_LIMITS, Sandbox, SandboxConfigError, WorkspaceInventory
 from agents.sandbox.supervise import tree_pids
 from agents.sandbox.workspace import parse_inventory
+from tests.agents.sandbox_judge import HAVE_BWRAP, MODE_PARAMS, make_sandbox
 
-INFO = detect_isolation()
-MODES = [
-    pytest.param(
-        "bwrap",
-        marks=pytest.mark.skipif(not INFO["bwrap"], reason=f"no bubblewrap: {INFO['bwrap_error']}"),
-    ),
-    pytest.param(UNSAFE),
-]
 BUILD = textwrap.dedent(
     """
     source = "def parity(bits):\\n    return sum(bits) % 2\\n\\nclass Table:\\n    pass\\n"
@@ -50,12 +42,10 @@ def servers() -> list[int]:
 
 
 def make(mode: str) -> Sandbox:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return Sandbox(isolation=mode, workers=1)
+    return make_sandbox(DEFAULT_LIMITS, mode, workers=1)
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_a_tool_built_at_one_step_is_imported_at_the_next(mode: str) -> None:
     with make(mode) as sandbox, sandbox.workspace() as workspace:
         assert workspace.inventory() == WorkspaceInventory()
@@ -71,7 +61,7 @@ def test_a_tool_built_at_one_step_is_imported_at_the_next(mode: str) -> None:
         assert workspace.runs == 3 and workspace.lost == 0  # the inventory is not a step's run
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_nothing_of_an_episode_reaches_the_next(mode: str) -> None:
     hostile = textwrap.dedent(
         """
@@ -97,7 +87,7 @@ def test_nothing_of_an_episode_reaches_the_next(mode: str) -> None:
         assert sandbox.workers_started == 1 and sandbox.workers_retired == 0
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_a_workspace_that_loses_its_worker_says_so_and_starts_empty(mode: str) -> None:
     with make(mode) as sandbox, sandbox.workspace() as workspace:
         workspace.run(BUILD)
@@ -122,7 +112,7 @@ def test_a_workspace_that_loses_its_worker_says_so_and_starts_empty(mode: str) -
 
 
 def test_a_closed_workspace_refuses_runs_and_the_inventory_is_checked() -> None:
-    sandbox = make("bwrap" if INFO["bwrap"] else UNSAFE)
+    sandbox = make("bwrap" if HAVE_BWRAP else "unsafe")
     workspace = sandbox.workspace()
     workspace.close()
     with pytest.raises(SandboxConfigError, match="workspace is closed"):
@@ -135,7 +125,7 @@ def test_a_closed_workspace_refuses_runs_and_the_inventory_is_checked() -> None:
 
 
 def sandbox_for_forgery() -> Sandbox:
-    return make("bwrap" if INFO["bwrap"] else UNSAFE)
+    return make("bwrap" if HAVE_BWRAP else "unsafe")
 
 
 def test_parse_inventory_refuses_what_is_not_an_inventory() -> None:
