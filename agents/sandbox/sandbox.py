@@ -123,6 +123,7 @@ class Sandbox:
         self._idle: list[Worker] = []
         self._all: set[Worker] = set()
         self._starting = 0
+        self._held = 0  # workers held by open workspaces: they do not count against ``workers``
         self._cond = threading.Condition()
         self._closed = False
         self.workers_started = 0  # warm workers started so far
@@ -158,7 +159,9 @@ class Sandbox:
         if self._closed:
             raise SandboxConfigError("this Sandbox is closed; make a new one.")
 
-    def _acquire(self) -> Worker:
+    def _acquire(self, beyond_workers: bool = False) -> Worker:
+        """An idle worker, else a new one if fewer than ``workers`` exist (or ``beyond_workers``: a
+        workspace's, which may hold it across a whole episode), else wait for one to come back."""
         with self._cond:
             for _ in range(ATTEMPTS):
                 self._check_open()
@@ -167,8 +170,9 @@ class Sandbox:
                     if worker in self._idle:
                         self._idle.remove(worker)
                 if self._idle:
+                    self._held += beyond_workers
                     return self._idle.pop()
-                if len(self._all) + self._starting < self.workers:
+                if beyond_workers or len(self._all) - self._held + self._starting < self.workers:
                     self._starting += 1
                     break
                 self._cond.wait()
@@ -181,17 +185,19 @@ class Sandbox:
                 self._starting -= 1
                 if new is not None:
                     self.workers_started += 1
+                    self._held += beyond_workers
                     self._all.add(new)
                 self._cond.notify_all()
 
-    def _release(self, worker: Worker) -> None:
+    def _release(self, worker: Worker, held: bool = False) -> None:
         with self._cond:
-            keep = worker.healthy and not self._closed
+            self._held -= held
+            keep = worker.healthy and not self._closed and len(self._idle) < self.workers
             if keep:
                 self._idle.append(worker)
             else:
                 self._all.discard(worker)
-                self.workers_retired += not self._closed
+                self.workers_retired += not (self._closed or worker.healthy)
             self._cond.notify_all()
         if not keep:
             worker.stop()
@@ -215,7 +221,9 @@ class Sandbox:
 
     def workspace(self) -> Workspace:
         """A workspace for one episode: a worker of its own whose scratch persists from run to run
-        (files, modules to import), emptied when the workspace closes (:class:`Workspace`)."""
+        (files, modules to import), emptied when the workspace closes (:class:`Workspace`). It takes
+        an idle worker or starts one, even beyond ``workers``, so that open workspaces never wait on
+        each other; a worker beyond ``workers`` is stopped when its workspace closes."""
         return Workspace(self)
 
     # ------------------------------------------------------------------------ runs

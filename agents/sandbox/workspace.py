@@ -113,7 +113,7 @@ class Workspace:
         code_bytes, view_json, checked = self.sandbox._job(code, view, limits)
         for _ in range(ATTEMPTS):
             if self.worker is None:
-                self.worker = self.sandbox._acquire()
+                self.worker = self.sandbox._acquire(beyond_workers=True)
             worker = self.worker
             try:
                 return worker.run(code_bytes, view_json, checked, keep_scratch=True)
@@ -126,7 +126,7 @@ class Workspace:
                 if not worker.healthy:  # killed or dead: its files are gone with it
                     self.worker = None
                     self.lost += 1
-                    self.sandbox._release(worker)
+                    self.sandbox._release(worker, held=True)
         raise SandboxUnavailableError(f"{ATTEMPTS} sandbox workers in a row died before the run started.")
 
     def inventory(self) -> WorkspaceInventory:
@@ -145,7 +145,7 @@ class Workspace:
             try:
                 worker.wipe()
             finally:
-                self.sandbox._release(worker)
+                self.sandbox._release(worker, held=True)
 
     def __enter__(self) -> Workspace:
         return self

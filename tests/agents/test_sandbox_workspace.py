@@ -149,3 +149,18 @@ def test_parse_inventory_refuses_what_is_not_an_inventory() -> None:
     ):
         assert parse_inventory(result(bad)).complete is False  # type: ignore[arg-type]
     assert parse_inventory(result(good, stdout_truncated=True)).complete is False  # type: ignore[arg-type]
+
+
+def test_open_workspaces_never_wait_on_each_other() -> None:
+    """More workspaces than workers (one thread, as TRL steps its environments): each gets a worker,
+    and the extra ones stop when their workspaces close."""
+    with make("bwrap" if HAVE_BWRAP else "unsafe") as sandbox:
+        spaces = [sandbox.workspace() for _ in range(3)]
+        for i, space in enumerate(spaces):
+            assert space.run(f"open('mine', 'w').write('{i}')").ok
+        for i, space in enumerate(spaces):
+            assert space.run("print(open('mine').read())").stdout == f"{i}\n"
+        assert len(servers()) == 3 and sandbox.run("print(1)").stdout == "1\n"  # a plain run too
+        for space in spaces:
+            space.close()
+        assert len(servers()) == 1 and sandbox.workers_retired == 0
