@@ -34,7 +34,7 @@ class SandboxLimits:
     """
 
     wall_s: float = 4.0
-    cpu_s: int = 4
+    cpu_s: int = 5  # above the wall clock: a spinning thread ends at the wall, two threads at the CPU limit
     memory_mb: int = 1024
     file_size_mb: int = 16
     open_files: int = 64
