@@ -5,7 +5,10 @@
 exposes the public methods as tools, their docstrings being the tool descriptions:
 
 - :meth:`GF2ToolEnvironment.run_python` runs code in :class:`agents.sandbox.Sandbox` on the step's
-  record (the same public view as tool mode: never the answer) and returns what it printed;
+  record (the same public view as tool mode: never the answer) and returns what it printed; the
+  rollout's calls share one workspace (:meth:`agents.sandbox.Sandbox.workspace`), so a module written
+  at one call is imported at the next (a tool built once and reused), and the next rollout starts
+  empty;
 - :meth:`GF2ToolEnvironment.submit` hands in the answer; the first submission is final (no
   backtracking), later ones are refused;
 - :meth:`GF2ToolEnvironment.get_reward` (called by TRL once per rollout): 1.0 for the exact next
@@ -25,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from agents.llm.tool_mode import run_report
-from agents.sandbox import Sandbox, record_view
+from agents.sandbox import Sandbox, Workspace, record_view
 from gf2env.errors import GF2ConfigError
 from gf2env.oracle import TaskConfig
 from gf2env.records import Record, generate_record
@@ -33,15 +36,21 @@ from gf2env.text.answers import score_answer
 from gf2env.text.prompt import PAPER_PROMPT_ID, Prompt, check_prompt_id, render_prompt
 
 
-def tool_call_instructions(answer_offset: int) -> str:
+def tool_call_instructions(answer_offset: int, workspace: bool = True) -> str:
     """What the model is told about the two tools (appended to the prompt by :meth:`reset`)."""
+    files = (
+        "Files you write in the working directory stay for your later run_python calls on this task "
+        "(write a module there to import it later). "
+        if workspace
+        else ""
+    )
     return (
         "Tools: run_python(code) runs Python 3 (numpy and the standard library) on this record and returns "
         "what it printed; the record is loaded as `n`, `p`, `d`, `g`, `K`, `prefix` (known terms as lists of "
         "0-based payload indices) and `samples` (dicts with `x`, `bits`, `address`, `payload`, `y`), also in "
-        f"`record`. Payload index j is the prompt's variable {answer_offset} + j. When you know the next "
-        "term, call submit(indices) once with its indices in the prompt's numbering; the first submission "
-        "is final."
+        f"`record`. Payload index j is the prompt's variable {answer_offset} + j. {files}When you know "
+        "the next term, call submit(indices) once with its indices in the prompt's numbering; the first "
+        "submission is final."
     )
 
 
@@ -51,6 +60,8 @@ class GF2ToolEnvironment:
     Args:
         sandbox: where ``run_python`` runs (default: ``Sandbox()``, which refuses to start where
             bubblewrap cannot run).
+        workspace: the rollout's ``run_python`` calls share a workspace whose files persist from call
+            to call (False: every call starts from an empty scratch).
         prompt_id: the prompt of the step (one of :data:`gf2env.text.prompt.PROMPT_IDS`).
         max_tool_calls: ``run_python`` calls a rollout may make (the paper: 1 + 10 revisions).
         depths, p, d, K, sampling, seed: how ``reset()`` draws a step when the row has no record.
@@ -59,6 +70,7 @@ class GF2ToolEnvironment:
     def __init__(
         self,
         sandbox: Sandbox | None = None,
+        workspace: bool = True,
         prompt_id: str = PAPER_PROMPT_ID,
         max_tool_calls: int = 11,
         depths: Sequence[int] = (0, 1, 3, 7, 15, 31),
@@ -74,6 +86,8 @@ class GF2ToolEnvironment:
         if not depths or min(depths) < 0:
             raise GF2ConfigError(f"depths={tuple(depths)} must be a non-empty list of depths >= 0.")
         self.sandbox = sandbox or Sandbox()
+        self.keep_files = workspace
+        self.workspace: Workspace | None = None
         self.prompt_id, self.max_tool_calls = prompt_id, max_tool_calls
         self.depths = tuple(depths)
         self.configs = {g: TaskConfig(p=p, d=d, K=K, n=g + 1, sampling=sampling) for g in self.depths}
@@ -98,7 +112,8 @@ class GF2ToolEnvironment:
             self.prompt_id, rec.prefix, rec.address, rec.payload, rec.labels, n=rec.n, p=rec.p, d=rec.d
         )
         self.tool_calls, self.submission = 0, None
-        return f"{self.prompt.text}\n\n{tool_call_instructions(self.prompt.answer_offset)}"
+        self.close()  # the last rollout's workspace, if it was never rewarded
+        return f"{self.prompt.text}\n\n{tool_call_instructions(self.prompt.answer_offset, self.keep_files)}"
 
     def _require_reset(self) -> tuple[Record, Prompt]:
         if self.record is None or self.prompt is None:
@@ -110,7 +125,8 @@ class GF2ToolEnvironment:
 
         The record is preloaded as variables n, p, d, g, K, prefix and samples (and the dict
         record); numpy and the standard library can be imported. There is no network and no
-        access to files outside a scratch directory.
+        access to files outside the working directory. Files written there stay for the later calls
+        of this task, and a module written there can be imported by them.
 
         Args:
             code: The Python source to run.
@@ -122,7 +138,12 @@ class GF2ToolEnvironment:
         if self.tool_calls >= self.max_tool_calls:
             return f"No runs left: this rollout has used all {self.max_tool_calls} of them. Call submit."
         self.tool_calls += 1
-        return run_report(self.sandbox.run(code, {**record_view(rec), "answer_offset": prompt.answer_offset}))
+        view = {**record_view(rec), "answer_offset": prompt.answer_offset}
+        if not self.keep_files:
+            return run_report(self.sandbox.run(code, view))
+        if self.workspace is None:
+            self.workspace = self.sandbox.workspace()
+        return run_report(self.workspace.run(code, view))
 
     def submit(self, indices: list[int]) -> str:
         """Submit the next term of the circuit. Only the first submission counts.
@@ -142,8 +163,16 @@ class GF2ToolEnvironment:
         return f"Submitted {list(indices)}."
 
     def get_reward(self) -> float:
-        """1.0 if the submitted term is the exact next term, else 0.0 (no submission: 0.0)."""
+        """1.0 if the submitted term is the exact next term, else 0.0 (no submission: 0.0). The
+        rollout is over: its workspace is emptied and its worker given back."""
+        self.close()
         return float(self.submission is not None and self.submission["score"]["correct"])
+
+    def close(self) -> None:
+        """Empty and give back the rollout's workspace (also done by ``reset`` and ``get_reward``)."""
+        if self.workspace is not None:
+            self.workspace.close()
+            self.workspace = None
 
 
 def tool_dataset(records: Sequence[Record], prompt: str = "") -> list[dict[str, Any]]:

@@ -347,3 +347,26 @@ def test_trl_style_tool_environment_rewards_only_the_first_submission():
     for tool in (env.run_python, env.submit):  # what TRL builds the tool schema from
         schema = get_json_schema(tool)["function"]
         assert schema["description"] and schema["parameters"]["required"]
+
+
+def test_trl_tool_environment_keeps_a_workspace_across_the_turns_of_a_rollout():
+    """A function built at turn 1 (a module in the workspace) is called at turn 2; the next rollout
+    starts empty; with workspace=False every call starts empty."""
+    rec = generate_record(TaskConfig(n=8), 5, 0, seed=2)
+    row = tool_dataset([rec])[0]
+    module = "def label_sum(samples):\\n    return sum(s[\"y\"] for s in samples)\\n"
+    build = f"open('tools.py', 'w').write('{module}')"
+    use = "import tools\nprint('labels', tools.label_sum(samples))"
+    env = GF2ToolEnvironment(depths=(3,), seed=0)
+    assert "stay for your later run_python calls" in env.reset(**row)
+    assert "exit code 0" in env.run_python(build)
+    second = env.run_python(use)
+    assert f"labels {int(rec.labels.sum())}" in second, second
+    env.reset(**row)  # the next rollout
+    assert "No module named 'tools'" in env.run_python(use)
+    env.get_reward()  # the rollout ends: its workspace is emptied and given back
+    assert env.workspace is None
+    fresh = GF2ToolEnvironment(workspace=False, depths=(3,), seed=0)
+    assert "stay for your later" not in fresh.reset(**row)
+    fresh.run_python(build)
+    assert "No module named 'tools'" in fresh.run_python(use)
