@@ -27,6 +27,7 @@ EXIT_ERROR = 1  # the code raised
 EXIT_MEMORY = 99  # the code raised MemoryError (the address-space limit)
 EXIT_SETUP = 98  # the harness could not set the sandbox up; the code did not run
 EXIT_USAGE = 97
+WIPE_S = 1.0  # how long emptying the scratch after a run may take (else the worker serves no more)
 # what a warm worker imports once, so that a run's process starts with it (numpy where installed)
 PRELOAD = (
     "numpy", "json", "re", "math", "itertools", "collections", "functools", "operator", "heapq",
@@ -504,28 +505,28 @@ def _child(job_fd: int, out_fd: int, err_fd: int, spec: dict, scratch: str, zygo
     return status
 
 
-def _wipe(scratch: str) -> bool:
-    """Empty ``scratch`` after a run (its process is gone); False when something could not go."""
-    import shutil
-    import stat
+def _wipe(scratch: str, seconds: float = WIPE_S) -> bool:
+    """Empty ``scratch`` after a run (its process is gone) within ``seconds``; False when something
+    could not go, or not in time (a scratch of a million files): the worker then serves no more runs."""
+    import time
 
-    def writable(func: object, path: str, exc: object) -> None:
-        parent = os.path.dirname(path)
-        os.chmod(parent, stat.S_IRWXU)  # a directory the code made read-only
-        if os.path.isdir(path) and not os.path.islink(path):
-            os.chmod(path, stat.S_IRWXU)
-            shutil.rmtree(path)
-        else:
-            os.unlink(path)
+    end = time.monotonic() + seconds
 
-    try:
-        for entry in os.scandir(scratch):
+    def clear(path: str) -> None:
+        os.chmod(path, 0o700)  # a directory the code made unreadable or read-only
+        for entry in os.scandir(path):
+            if time.monotonic() > end:
+                raise TimeoutError(path)
             if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, onerror=writable)
+                clear(entry.path)
+                os.rmdir(entry.path)
             else:
                 os.unlink(entry.path)
+
+    try:
+        clear(scratch)
         return not os.listdir(scratch)
-    except OSError:
+    except (OSError, RecursionError):
         return False
 
 
@@ -550,6 +551,7 @@ def _serve_one(ctrl: object, spec: dict, fds: list, scratch: str, run_id: int) -
             os._exit(status)
     for fd in fds:
         os.close(fd)
+    ctrl.send(json.dumps({"id": run_id, "started": True}).encode())  # the host's clock starts now
     pidfd = os.pidfd_open(pid)
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
@@ -585,7 +587,6 @@ def _serve_one(ctrl: object, spec: dict, fds: list, scratch: str, run_id: int) -
         "maxrss_kb": usage.ru_maxrss,
         "wall_s": time.monotonic() - start,
         "timeout": timed_out,
-        "clean": True if spec.get("keep_scratch") else _wipe(scratch),
     }
 
 
@@ -597,10 +598,12 @@ def cmd_serve(argv: list[str]) -> int:
     with the job, stdout and stderr as descriptors) forks a fresh process that reads the job, sets the
     run's rlimits and seccomp, and runs the code (:func:`_child`); the worker itself never reads the
     code or the record, so nothing of one run is in the memory the next run's process starts from.
-    It reports ``{"status", "cpu_s", "maxrss_kb", "wall_s", "timeout", "clean"}`` and ends when
-    the host closes the socket. A run with ``"keep_scratch": true`` (a workspace's) leaves the scratch
-    as the code left it, for the next run; ``{"wipe": id}`` empties it and reports ``clean``. It is
-    not dumpable, so a run (same uid) cannot open its /proc files.
+    It says ``{"started"}`` when the run's process exists, reports ``{"status", "cpu_s", "maxrss_kb",
+    "wall_s", "timeout"}`` when it is gone, and only then empties the scratch (within ``WIPE_S``): a
+    run that cannot start on a clean scratch is refused (``{"refused"}``), never run. A run with
+    ``"keep_scratch": true`` (a workspace's) leaves the scratch as the code left it, for the next run;
+    ``{"wipe": id}`` empties it and reports ``clean``. The worker ends when the host closes the socket.
+    It is not dumpable, so a run (same uid) cannot open its /proc files.
     """
     import json
     import signal
@@ -622,6 +625,7 @@ def cmd_serve(argv: list[str]) -> int:
         except ImportError:
             pass
     ctrl.send(json.dumps({"ready": os.getpid(), "preloaded": preloaded}).encode())
+    clean = True
     while True:
         try:
             message, fds, _, _ = socket.recv_fds(ctrl, 1 << 16, 3)
@@ -631,14 +635,22 @@ def cmd_serve(argv: list[str]) -> int:
             return 0
         request = json.loads(message)
         if "wipe" in request and not fds:  # the end of a workspace: empty the scratch now
-            ctrl.send(json.dumps({"id": request["wipe"], "clean": _wipe(scratch)}).encode())
+            clean = clean and _wipe(scratch)
+            ctrl.send(json.dumps({"id": request["wipe"], "clean": clean}).encode())
             continue
         if "run" not in request or len(fds) != 3:
             for fd in fds:
                 os.close(fd)
             continue  # a late stop, or a malformed request from the host
+        if not clean:  # the last run's files could not all go: no run may see them
+            for fd in fds:
+                os.close(fd)
+            ctrl.send(json.dumps({"id": request["run"], "refused": "the scratch is not empty"}).encode())
+            continue
         report = _serve_one(ctrl, request, fds, scratch, request["run"])
-        ctrl.send(json.dumps(report).encode())
+        ctrl.send(json.dumps(report).encode())  # first: the run's time does not include the wipe
+        if not request.get("keep_scratch"):
+            clean = _wipe(scratch)
 
 
 def cmd_probe(argv: list[str]) -> int:

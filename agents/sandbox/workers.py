@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -199,8 +200,19 @@ class Worker:
             self.cgroup.remove()
 
     def _remove_scratch(self) -> None:
-        if self.host_scratch:
+        """Remove the UNSAFE mode's host scratch, however deep the code made it."""
+        if not self.host_scratch:
+            return
+        try:
             shutil.rmtree(self.host_scratch, ignore_errors=True)
+        except RecursionError:  # deeper than Python's recursion limit: rm has none
+            subprocess.run(["rm", "-rf", "--", self.host_scratch], check=False, capture_output=True)
+        if os.path.exists(self.host_scratch):
+            warnings.warn(
+                f"could not remove the sandbox worker's scratch {self.host_scratch}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     # ------------------------------------------------------------------------ one run
     def run(
@@ -244,8 +256,8 @@ class Worker:
                 os.close(fd)
         streams = Streams(out_r, err_r, limits.output_bytes)
         try:
-            report, stop, peak = self._watch(streams, run_id, limits, start)
-            wall = time.monotonic() - start
+            report, stop, peak, started = self._watch(streams, run_id, limits, start)
+            wall = time.monotonic() - started
             streams.drain(DRAIN_S)
         finally:
             streams.close()
@@ -266,21 +278,28 @@ class Worker:
         return self.cgroup.oom_kills()
 
     def _watch(
-        self, streams: Streams, run_id: int, limits: SandboxLimits, start: float
-    ) -> tuple[dict[str, Any] | None, str, float]:
-        """Pump the pipes, watch memory and the clock, until the worker reports the run's end."""
+        self, streams: Streams, run_id: int, limits: SandboxLimits, sent: float
+    ) -> tuple[dict[str, Any] | None, str, float, float]:
+        """Pump the pipes, watch memory and the clock, until the worker reports the run's end: the
+        report, why the host stopped it, the tree's peak, when the run's process started. The clock
+        starts when the worker says the process exists (it may first finish emptying the scratch of
+        the run before); a worker that neither starts nor refuses the run in time is killed and the
+        run goes elsewhere (:class:`WorkerGoneError`)."""
         import selectors
 
         streams.selector.register(self.ctrl.fileno(), selectors.EVENT_READ)
-        backstop = start + limits.wall_s + BACKSTOP_S
+        started = 0.0
+        backstop = sent + harness.WIPE_S + BACKSTOP_S
         stop, peak, sampled = "", self.overhead_mb, 0.0
         try:
             while True:
                 now = time.monotonic()
-                if now >= backstop:  # the worker did not stop the run: stop everything
+                if now >= backstop:  # the worker did not stop the run (or start it): stop everything
                     self.healthy = False
                     kill_tree(self.proc.pid)
-                    return None, stop or "timeout", peak
+                    if not started:
+                        raise WorkerGoneError("the worker did not start the run in time")
+                    return None, stop or "timeout", peak, started
                 for key, _ in streams.selector.select(min(backstop - now, SAMPLE_S)):
                     if key.fd != self.ctrl.fileno():
                         streams.read(key.fd)
@@ -291,10 +310,20 @@ class Worker:
                         data = b""
                     if not data:  # the worker died
                         self.healthy = False
-                        return None, stop, peak
+                        if not started:
+                            raise WorkerGoneError("the worker died before the run started")
+                        return None, stop, peak, started
                     report = json.loads(data)
-                    if report.get("id") == run_id:
-                        return report, stop, peak
+                    if report.get("id") != run_id:
+                        continue
+                    if report.get("refused"):  # its scratch could not be emptied after the last run
+                        self.healthy = False
+                        raise WorkerGoneError(str(report["refused"]))
+                    if report.get("started"):
+                        started = time.monotonic()
+                        backstop = started + limits.wall_s + BACKSTOP_S
+                        continue
+                    return report, stop, peak, started or sent
                 if time.monotonic() - sampled >= SAMPLE_S:
                     sampled = time.monotonic()
                     memory = tree_resident_mb(self.proc.pid)
@@ -344,8 +373,6 @@ class Worker:
         else:
             status, cpu = int(report["status"]), float(report["cpu_s"])
             peak = max(peak, self.overhead_mb + int(report["maxrss_kb"]) / 1024)
-            if not report["clean"]:
-                self.healthy = False
             if os.WIFSIGNALED(status):
                 sig = os.WTERMSIG(status)
             else:

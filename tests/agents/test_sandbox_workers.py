@@ -128,16 +128,20 @@ def test_a_hung_worker_is_killed_and_replaced(mode: str) -> None:
     with make(mode, workers=1) as sandbox:
         sandbox.start()
         (server,) = servers()
-        os.kill(server, signal.SIGSTOP)  # it can neither run nor report the next job
-        limits = dataclasses.replace(sandbox.limits, wall_s=0.5)
+        os.kill(server, signal.SIGSTOP)  # it can neither start the next run nor report it
         started = time.monotonic()
-        result = sandbox.run("print('never')", limits=limits)
-        assert result.stop_reason == "timeout" and result.stdout == ""
-        assert time.monotonic() - started < 0.5 + 2.0 + 1.0
+        result = sandbox.run("print('elsewhere')")
+        assert result.ok and result.stdout == "elsewhere\n"  # it never started there: sent on
+        assert time.monotonic() - started < 3.0 + 2.0  # the worker's time to start it, then a new one
         assert sandbox.workers_retired == 1 and server not in descendants()
-        again = sandbox.run("print('again')")
-        assert again.ok and again.stdout == "again\n"
-        assert sandbox.workers_started == 2
+        (server,) = servers()
+        limits = dataclasses.replace(sandbox.limits, wall_s=0.5)
+        threading.Timer(0.2, os.kill, (server, signal.SIGSTOP)).start()  # hung mid-run
+        started = time.monotonic()
+        hung = sandbox.run("import time\nprint('begun', flush=True)\ntime.sleep(10)", limits=limits)
+        assert hung.stop_reason == "timeout" and hung.stdout == "begun\n"
+        assert time.monotonic() - started < 0.5 + 2.0 + 1.0
+        assert sandbox.workers_retired == 2 and sandbox.run("print('again')").stdout == "again\n"
 
 
 @pytest.mark.parametrize("mode", MODE_PARAMS)
@@ -252,3 +256,29 @@ def test_a_memory_cgroup_holds_each_worker_and_counts_its_scratch() -> None:
         assert worker.cgroup_limit_mb == 512 and worker.cgroup.peak_mb() <= 512
         path = worker.cgroup.path
     assert not path.exists()  # removed with its worker
+
+
+@pytest.mark.parametrize("mode", MODE_PARAMS)
+def test_a_scratch_full_of_files_slows_neither_its_run_nor_the_next(mode: str) -> None:
+    """The run's report comes before the wipe, and the next run's clock starts when its process
+    does; a scratch that cannot be emptied (too deep) sends the next run to a fresh worker."""
+    flood = textwrap.dedent(
+        """
+        import os, time
+        end, made = time.monotonic() + 1.0, 0
+        while time.monotonic() < end:
+            open(f"f{made}", "w").close()
+            made += 1
+        print(made)
+        """
+    )
+    deep = "import os\nfor _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\nprint('deep')"
+    with make(mode, workers=1) as sandbox:
+        started = time.monotonic()
+        flooded = sandbox.run(flood)
+        assert flooded.ok and int(flooded.stdout) > 1000 and time.monotonic() - started < 2.0
+        after = sandbox.run("import os\nprint(os.listdir('.'))")
+        assert after.stdout == "[]\n" and after.wall_s < 1.0
+        assert sandbox.run(deep).stdout == "deep\n"
+        assert sandbox.run("import os\nprint(os.listdir('.'))").stdout == "[]\n"  # on a fresh worker
+        assert sandbox.workers_retired == 1 and sandbox.workers_started == 2
