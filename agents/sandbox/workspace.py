@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from agents.sandbox.errors import SandboxConfigError, SandboxUnavailableError
 from agents.sandbox.limits import SandboxLimits, SandboxResult
+from agents.sandbox.view import record_view
 from agents.sandbox.workers import ATTEMPTS, Worker, WorkerGoneError
 
 if TYPE_CHECKING:
     from agents.sandbox.sandbox import Sandbox
+    from gf2env.records import Record
 
 # run in the workspace like any code (a fresh, limited process): what it holds, and the top-level
 # functions and classes of its Python files (the workspace's own modules go off sys.path first, so a
@@ -106,6 +108,10 @@ class Workspace:
         result = self._run(code, view, limits)
         self.runs += 1
         return result
+
+    def run_record(self, code: str, record: Record, *, limits: SandboxLimits | None = None) -> SandboxResult:
+        """Run ``code`` with ``record_view(record)``, in this workspace's scratch."""
+        return self.run(code, record_view(record), limits=limits)
 
     def _run(self, code: str, view: dict[str, Any] | None, limits: SandboxLimits | None) -> SandboxResult:
         if self.closed:

@@ -91,6 +91,29 @@ def run_outside(new_sandbox: Callable[[], Sandbox], code: str, record: Record) -
     return OutsideRun(result, elapsed, tree, before)
 
 
+TOOL_STEP = "open('tools.py', 'w').write('def parity(bits):\\n    return sum(bits) % 2\\n')"
+NEXT_EPISODE = "import os\nprint(sorted(os.listdir('.')))"
+
+
+def run_outside_in_workspace(
+    new_sandbox: Callable[[], Sandbox], code: str, record: Record
+) -> tuple[OutsideRun, SandboxResult]:
+    """Like :func:`run_outside`, with ``code`` as the second step of an episode's workspace (after a
+    step that built a tool), and then the first run of the next episode on the same Sandbox."""
+    before = descendants(os.getpid())
+    with TreeSampler(exclude=before) as tree:
+        sandbox = new_sandbox()
+        with sandbox.workspace() as workspace:
+            assert workspace.run(TOOL_STEP).ok
+            started = time.monotonic()
+            result = workspace.run_record(code, record)
+            elapsed = time.monotonic() - started
+        with sandbox.workspace() as following:
+            after = following.run(NEXT_EPISODE)
+        sandbox.close()
+    return OutsideRun(result, elapsed, tree, before), after
+
+
 def leftovers(run: OutsideRun, ctx: Context) -> list[str]:
     """Processes of the run still alive: new descendants, ones seen during it, ones naming it."""
     found = [f"descendant {pid}" for pid in sorted(alive(descendants(os.getpid()) - run.before))]
@@ -159,6 +182,22 @@ def test_corpus_from_outside(case: Case, mode: str, ctx: Context) -> None:
     wrong = judge_outside(run, ctx)
     assert not wrong, f"{where}\n" + "\n".join(wrong) + f"\nstderr: {result.stderr[-800:]!r}"
     check_expects(expects, result, ctx, DEFAULT_LIMITS.output_bytes, run.elapsed, where)
+
+
+@pytest.mark.parametrize(("case", "mode"), [p for p in corpus_params(CASES) if p.values[1] == "bwrap"])
+def test_corpus_from_outside_in_a_workspace(case: Case, mode: str, ctx: Context) -> None:
+    """Every snippet as a step of an episode whose workspace persists (issue 20), judged the same way;
+    and nothing of that episode reaches the next one."""
+    code = fill(case.path.read_text(), ctx.fill)
+    run, after = run_outside_in_workspace(lambda: make_sandbox(DEFAULT_LIMITS, mode), code, ctx.record)
+    result = run.result
+    where = f"{case.name} [{mode}, workspace] -> {result.stop_reason} wall={run.elapsed:.2f}s"
+    where += f" peak={run.tree.peak_mib:.0f}MiB"
+    print(where)
+    wrong = judge_outside(run, ctx)
+    assert not wrong, f"{where}\n" + "\n".join(wrong) + f"\nstderr: {result.stderr[-800:]!r}"
+    check_expects(case.outside_expects, result, ctx, DEFAULT_LIMITS.output_bytes, run.elapsed, where)
+    assert after.ok and after.stdout == "[]\n", f"{where}: the next episode saw {after.stdout!r}"
 
 
 # ---------------------------------------------------------------------------- the judge can fail
