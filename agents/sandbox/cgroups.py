@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import subprocess
 import time
 import warnings
 from pathlib import Path
@@ -72,7 +73,8 @@ def _parent(version: str) -> Path:
 @functools.lru_cache(maxsize=1)
 def cgroup_support() -> tuple[str, str]:
     """``(version, '')`` for the cgroup version the workers can use, or ``('', why not)``, by making
-    and removing a group with a memory limit (cached)."""
+    a group with a memory limit, moving a short-lived process into it as a worker's wrapper does, and
+    removing it (cached)."""
     reasons = []
     for version in (V2, V1):
         try:
@@ -80,9 +82,30 @@ def cgroup_support() -> tuple[str, str]:
         except (OSError, ValueError) as err:
             reasons.append(f"{version}: {err}")
             continue
+        try:
+            joined = subprocess.run(
+                ["/bin/sh", "-c", 'echo $$ > "$1"', "sh", group.procs], capture_output=True, timeout=10
+            )
+        except (OSError, subprocess.TimeoutExpired) as err:
+            joined = subprocess.CompletedProcess([], 1, b"", str(err).encode())
         group.remove()
-        return version, ""
+        if joined.returncode == 0:
+            _remove_stale(group.path.parent)
+            return version, ""
+        reasons.append(f"{version}: a process cannot join {group.path}: {joined.stderr.decode().strip()}")
     return "", "; ".join(reasons)
+
+
+def _remove_stale(parent: Path) -> None:
+    """Remove the empty groups that hosts killed before they could (``gf2-sandbox-<pid>-<n>`` of a
+    pid that is gone); a group that still holds a process stays."""
+    for path in parent.glob("gf2-sandbox-*-*"):
+        pid = path.name.split("-")[2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            try:
+                path.rmdir()
+            except OSError:
+                pass
 
 
 class MemoryCgroup:

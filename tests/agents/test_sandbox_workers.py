@@ -282,3 +282,19 @@ def test_a_scratch_full_of_files_slows_neither_its_run_nor_the_next(mode: str) -
         assert sandbox.run(deep).stdout == "deep\n"
         assert sandbox.run("import os\nprint(os.listdir('.'))").stdout == "[]\n"  # on a fresh worker
         assert sandbox.workers_retired == 1 and sandbox.workers_started == 2
+
+
+@pytest.mark.skipif(not INFO["memory_cgroup"], reason=f"no memory cgroup: {INFO['memory_cgroup_error']}")
+def test_groups_of_killed_hosts_are_removed_and_joining_is_checked() -> None:
+    from agents.sandbox import cgroups
+
+    version = str(INFO["memory_cgroup"])
+    live = cgroups.MemoryCgroup(version, 64)
+    dead_pid = subprocess.run(["/bin/sh", "-c", "echo $$"], capture_output=True, text=True).stdout.strip()
+    stale = live.path.parent / f"gf2-sandbox-{dead_pid}-7"
+    stale.mkdir()
+    cgroups.cgroup_support.cache_clear()
+    assert cgroups.cgroup_support() == (version, "")  # it made a group and moved a process into it
+    assert not stale.exists() and live.path.exists()  # this process's own group stays
+    live.remove()
+    assert not live.path.exists()
