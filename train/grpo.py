@@ -20,6 +20,7 @@ for vLLM generation; several GPUs: ``accelerate launch -m train.grpo --config ..
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -152,7 +153,9 @@ def build_trainer(config: TrainConfig, resume: bool = False) -> tuple[Any, Path 
         from agents.sandbox import Sandbox
         from train.tool_env import GF2ToolEnvironment
 
-        sandbox = Sandbox()  # refuses to start where bubblewrap cannot run
+        # refuses to start where bubblewrap cannot run; one warm worker per rollout in flight (each
+        # rollout's workspace holds one), so that no worker is restarted between batches
+        sandbox = Sandbox(workers=max(os.cpu_count() or 1, args.generation_batch_size or 1))
 
         def environment_factory() -> GF2ToolEnvironment:
             return GF2ToolEnvironment(sandbox=sandbox, prompt_id=config.task.prompt_id)

@@ -112,7 +112,7 @@ class GF2ToolEnvironment:
             self.prompt_id, rec.prefix, rec.address, rec.payload, rec.labels, n=rec.n, p=rec.p, d=rec.d
         )
         self.tool_calls, self.submission = 0, None
-        self.close()  # the last rollout's workspace, if it was never rewarded
+        self._close_workspace()  # the last rollout's, if it was never rewarded
         return f"{self.prompt.text}\n\n{tool_call_instructions(self.prompt.answer_offset, self.keep_files)}"
 
     def _require_reset(self) -> tuple[Record, Prompt]:
@@ -165,11 +165,12 @@ class GF2ToolEnvironment:
     def get_reward(self) -> float:
         """1.0 if the submitted term is the exact next term, else 0.0 (no submission: 0.0). The
         rollout is over: its workspace is emptied and its worker given back."""
-        self.close()
+        self._close_workspace()
         return float(self.submission is not None and self.submission["score"]["correct"])
 
-    def close(self) -> None:
-        """Empty and give back the rollout's workspace (also done by ``reset`` and ``get_reward``)."""
+    def _close_workspace(self) -> None:
+        """Empty and give back the rollout's workspace (private: TRL offers every public method of an
+        environment to the model as a tool)."""
         if self.workspace is not None:
             self.workspace.close()
             self.workspace = None

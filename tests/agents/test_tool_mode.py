@@ -354,7 +354,7 @@ def test_trl_tool_environment_keeps_a_workspace_across_the_turns_of_a_rollout():
     starts empty; with workspace=False every call starts empty."""
     rec = generate_record(TaskConfig(n=8), 5, 0, seed=2)
     row = tool_dataset([rec])[0]
-    module = "def label_sum(samples):\\n    return sum(s[\"y\"] for s in samples)\\n"
+    module = 'def label_sum(samples):\\n    return sum(s["y"] for s in samples)\\n'
     build = f"open('tools.py', 'w').write('{module}')"
     use = "import tools\nprint('labels', tools.label_sum(samples))"
     env = GF2ToolEnvironment(depths=(3,), seed=0)
@@ -366,6 +366,10 @@ def test_trl_tool_environment_keeps_a_workspace_across_the_turns_of_a_rollout():
     assert "No module named 'tools'" in env.run_python(use)
     env.get_reward()  # the rollout ends: its workspace is emptied and given back
     assert env.workspace is None
+    import inspect  # TRL offers every public method but reset and get_reward to the model as a tool
+
+    public = {n for n, _ in inspect.getmembers(GF2ToolEnvironment, inspect.isfunction) if n[0] != "_"}
+    assert public == {"reset", "run_python", "submit", "get_reward"}
     fresh = GF2ToolEnvironment(workspace=False, depths=(3,), seed=0)
     assert "stay for your later" not in fresh.reset(**row)
     fresh.run_python(build)
