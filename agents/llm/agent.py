@@ -1,5 +1,7 @@
 """A language model as an agent of the harness: the estimators' interface, answered by queries.
 
+One idea: an LLM agent, from its spec (what a config says) to the rows it answers.
+
 :class:`LLMSpec` describes the model (backend, where it is served, prompt, sampling, samples a
 record) and is what a ``gf2 compare`` config lists next to estimator names::
 

@@ -1,6 +1,8 @@
 """Warm workers: one jail (bubblewrap, or the UNSAFE mode's bare process) holding a fork server that
 has imported numpy once, started ahead of the runs and reused while it stays clean.
 
+One idea: a warm worker seen from the host (start it, run one job on it, stop it).
+
 Each run still gets a fresh process, forked for it alone, and an empty scratch: the worker wipes the
 scratch after every run and the host retires the worker when that fails, when the run had to be
 killed from outside, or when the worker dies. The host watches the whole tree's resident memory

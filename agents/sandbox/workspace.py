@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents.sandbox.errors import SandboxConfigError, SandboxUnavailableError
 from agents.sandbox.limits import SandboxLimits, SandboxResult
@@ -19,8 +19,21 @@ from agents.sandbox.view import record_view
 from agents.sandbox.workers import ATTEMPTS, Worker, WorkerGoneError
 
 if TYPE_CHECKING:
-    from agents.sandbox.sandbox import Sandbox
     from gf2env.records import Record
+
+
+class WorkerSource(Protocol):
+    """What a workspace needs of its :class:`~agents.sandbox.Sandbox`: a run's checked inputs, and a
+    worker to hold for the episode and give back."""
+
+    def _job(
+        self, code: str, view: dict[str, Any] | None, limits: SandboxLimits | None
+    ) -> tuple[bytes, str, SandboxLimits]: ...
+
+    def _acquire(self, beyond_workers: bool = False) -> Worker: ...
+
+    def _release(self, worker: Worker, held: bool = False) -> None: ...
+
 
 # run in the workspace like any code (a fresh, limited process): what it holds, and the top-level
 # functions and classes of its Python files (the workspace's own modules go off sys.path first, so a
@@ -94,7 +107,7 @@ class Workspace:
     as a context manager, or call :meth:`close`. ``lost`` counts the times its worker died (or had to
     be killed) mid-episode, taking the files with it: the next run starts an empty workspace."""
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: WorkerSource) -> None:
         self.sandbox = sandbox
         self.worker: Worker | None = None
         self.runs = 0
