@@ -259,7 +259,8 @@ class Worker:
         streams = Streams(out_r, err_r, limits.output_bytes)
         try:
             report, stop, peak, started = self._watch(streams, run_id, limits, start)
-            wall = time.monotonic() - started
+            # the worker's clock, from before the fork to the reaping (the host's, where it had to kill)
+            wall = float(report["wall_s"]) if report is not None else time.monotonic() - started
             streams.drain(DRAIN_S)
         finally:
             streams.close()

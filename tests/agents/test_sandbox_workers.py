@@ -210,6 +210,7 @@ def test_limits_per_run(mode: str) -> None:
         started = time.monotonic()
         result = sandbox.run("while True: pass", limits=quick)
         assert result.stop_reason == "timeout" and time.monotonic() - started < 1.5
+        assert 0.3 <= result.wall_s < 1.0  # the worker's clock: a timed-out run took its whole wall
         assert sandbox.run("import time; time.sleep(0.5); print('slow')").ok  # the Sandbox's own wall
         strict = dataclasses.replace(sandbox.limits, imports=("math",))
         refused = sandbox.run("import os", limits=strict)
