@@ -196,6 +196,7 @@ class ToolProtocol:
 
     name = "gf2env"
     id = TOOL_PROMPT_ID  # hashed into a query's key: a change of protocol text needs a new id
+    instructions_at = 0  # the first message holding the tool instructions (the system message)
 
     @property
     def limits(self) -> Any:
@@ -249,6 +250,7 @@ class PaperToolProtocol(ToolProtocol):
 
     name = "paper"
     id = PAPER_TOOL_PROTOCOL_ID
+    instructions_at = -1  # the user message
 
     @property
     def limits(self) -> Any:
@@ -315,6 +317,7 @@ class ToolEpisode:
     latency_s: float = 0.0
     server: str | None = None
     done: bool = False
+    workspace: Any = None  # where the episode's code runs when it has its own (a Workspace), else shared
 
     @property
     def tool_calls(self) -> int:
@@ -396,13 +399,47 @@ class ToolEpisode:
 
 
 def start_episode(
-    query: Query, view: dict[str, Any], protocol: ToolProtocol | None = None, revise: bool = True
+    query: Query,
+    view: dict[str, Any],
+    protocol: ToolProtocol | None = None,
+    revise: bool = True,
+    workspace: Any = None,
+    note: str | None = None,
 ) -> ToolEpisode:
     """The first turn of a tool episode under ``protocol`` (default gf2env's); ``revise``: the
-    episode allows revisions (``max_revisions > 0``)."""
+    episode allows revisions (``max_revisions > 0``); ``workspace``: where its code runs (an
+    :class:`agents.sandbox.Workspace` kept across the steps of an episode; default: the shared
+    sandbox); ``note``: a paragraph added to the first message that holds the tool instructions (e.g.
+    what the workspace holds)."""
     protocol = protocol or TOOL_PROTOCOLS["gf2env"]
     messages = protocol.first_messages(query.prompt, view, revise)
-    return ToolEpisode(query, view, messages, protocol, revise)
+    if note:
+        held = messages[protocol.instructions_at]
+        held["content"] = f"{held['content']}\n\n{note}"
+    return ToolEpisode(query, view, messages, protocol, revise, workspace=workspace)
+
+
+def run_jobs(
+    jobs: Sequence[tuple[ToolEpisode, str]],
+    run_code: Callable[[Sequence[tuple[str, dict[str, Any]]]], list[Any]],
+) -> list[Any]:
+    """Sandbox results of ``(episode, code)`` jobs, in order: an episode with a workspace runs there
+    (the workspaces in parallel threads), the others through ``run_code`` together."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    results: list[Any] = [None] * len(jobs)
+    shared = [i for i, (episode, _) in enumerate(jobs) if episode.workspace is None]
+    own = [i for i, (episode, _) in enumerate(jobs) if episode.workspace is not None]
+    with ThreadPoolExecutor(max_workers=max(1, len(own))) as threads:
+        futures = {i: threads.submit(jobs[i][0].workspace.run, jobs[i][1], jobs[i][0].view) for i in own}
+        if shared:
+            for i, result in zip(
+                shared, run_code([(jobs[i][1], jobs[i][0].view) for i in shared]), strict=True
+            ):
+                results[i] = result
+        for i, future in futures.items():
+            results[i] = future.result()
+    return results
 
 
 def turn_seed(seed: int, turn: int) -> int:
@@ -544,7 +581,8 @@ def run_tool_episodes(
     """Play every episode to its end, all active episodes a turn at a time (batched on the backend).
 
     ``run_code`` runs ``(code, view)`` jobs and returns sandbox results in order (e.g.
-    :meth:`agents.sandbox.SandboxPool.map`). ``on_done`` gets each episode as soon as it ends.
+    :meth:`agents.sandbox.SandboxPool.map`); an episode with a ``workspace`` runs its code there.
+    ``on_done`` gets each episode as soon as it ends.
     Each turn of an episode is one reply; see the module docs for when an episode ends.
     """
     if max_revisions < 0:
@@ -602,7 +640,7 @@ def run_tool_episodes(
             else:
                 episode.messages.append({"role": "user", "content": message})
                 still.append(episode)
-        results = run_code([(code, episode.view) for episode, code in jobs]) if jobs else []
+        results = run_jobs(jobs, run_code) if jobs else []
         for (episode, _), result in zip(jobs, results, strict=True):
             episode.turns[-1]["sandbox"] = result.to_dict()
             if left == 0:
@@ -636,6 +674,7 @@ __all__ = [
     "paper_tool_usage",
     "retry_message",
     "run_report",
+    "run_jobs",
     "run_tool_episodes",
     "start_episode",
     "tool_instructions",
