@@ -16,6 +16,9 @@ output it replies with the last boxed answer of that output (after an error, it 
 ``solver-buggy`` starts with code that fails; ``solver-cut`` starts with a reply cut off by
 ``max_tokens`` inside its code block (finish reason ``length``); ``solver-bare`` answers with the
 bare list until it is asked for the box; ``truncating`` is always cut off inside its code block.
+``tool-builder`` plays a model that builds a tool in episode mode: when its tool instructions list
+no ``tools.py`` in the workspace it writes the solver there as ``tools.solve`` and calls it, and when
+they do, it imports and calls it; then it boxes what the code printed.
 ``paper-solver`` plays a model under the paper's tool protocol: to a tool-mode message it replies
 with ``train.tool_solvers.PAPER_DILIGENT_SOLVER`` in a fenced block (``paper-solver-unclosed``: a
 fence never closed, cut off by ``max_tokens``), to the "Execution result:" the box its code printed;
@@ -61,6 +64,26 @@ def solver_reply(messages: list[dict], mode: str) -> tuple[str, str]:
     if printed and mode == "solver-bare":
         return f"The code found it: {printed[-1]}", "stop"
     return (f"The code found it: \\boxed{{{printed[-1]}}}" if printed else solver), "stop"
+
+
+TOOL_MODULE = f"SOLVER = {SOLVER!r}\n\n\ndef solve(env):\n    exec(SOLVER, env)\n"
+BUILD_TOOL = (
+    "import importlib, pathlib\n"
+    f"pathlib.Path('tools.py').write_text({TOOL_MODULE!r})\n"
+    "importlib.invalidate_caches()\n"
+    "import tools\n"
+    "tools.solve(globals())\n"
+)
+USE_TOOL = "import tools\ntools.solve(globals())\n"
+
+
+def tool_builder_reply(messages: list[dict]) -> tuple[str, str]:
+    """The scripted tool builder (see the module docs)."""
+    if len(messages) <= 2:
+        code = USE_TOOL if "- `tools.py`" in messages[0]["content"] else BUILD_TOOL
+        return f"```python\n{code}```", "stop"
+    printed = _BOX.findall(messages[-1]["content"])
+    return (f"\\boxed{{{printed[-1]}}}" if printed else f"```python\n{BUILD_TOOL}```"), "stop"
 
 
 def paper_solver_reply(messages: list[dict], mode: str) -> tuple[str, str] | None:
@@ -144,6 +167,8 @@ class Handler(BaseHTTPRequestHandler):
             text, finish = f"answer \\boxed{{[{body['seed'] % 7}, 8, 9]}}", "stop"
             if base in ("solver", "solver-buggy", "solver-cut", "solver-bare", "truncating"):
                 text, finish = solver_reply(body["messages"], base)
+            if base == "tool-builder":
+                text, finish = tool_builder_reply(body["messages"])
             if base.startswith("paper-solver") and "messages" in body:
                 text, finish = paper_solver_reply(body["messages"], base) or (text, finish)
             if base == "huge":  # 2 MB of thinking before the answer

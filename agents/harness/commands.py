@@ -143,6 +143,7 @@ def llm_spec(args: argparse.Namespace) -> LLMSpec:
         max_response_bytes=args.max_response_bytes, engine_args=tuple(sorted(engine_args.items())),
         tools=args.tools, max_revisions=args.max_revisions, tool_protocol=args.tool_protocol,
         model_class=args.model_class, isolation=args.sandbox, tool_wall_s=args.tool_wall_s,
+        workspace=args.workspace,
         system=None if args.system is None else "" if args.system.lower() == "none" else args.system,
     )  # fmt: skip
 
@@ -291,6 +292,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument(
         "--tool-wall-s", type=float, metavar="S",
         help="tool mode: the sandbox's wall clock per run (default: the protocol's, 4 s; the paper's 0.5 s)",
+    )  # fmt: skip
+    ev.add_argument(
+        "--workspace", choices=("fresh", "episode"), default="fresh",
+        help="tool mode: every run starts empty (fresh), or files persist across an episode's steps "
+        "(episode: walks each instance through the depths; needs --episodes)",
     )  # fmt: skip
     ev.add_argument("--model-class", help="the model's class in the paper's tool-usage table")
     ev.add_argument(

@@ -77,6 +77,9 @@ class LLMSpec:
             protocol's, 4 s for gf2env's and 0.5 s for the paper's; part of a query's key when set).
         system: the system message instead of the prompt's (``""``: none, e.g. for a template
             without a system role; in tool mode the tool instructions are then the system message).
+        workspace: ``fresh`` (every run of the model's code starts from an empty scratch) or
+            ``episode`` (tool mode on episodes, :mod:`agents.llm.episodes`: each instance is walked
+            through its depths and its code's files persist across the steps; part of a query's key).
     """
 
     model: str
@@ -99,6 +102,7 @@ class LLMSpec:
     isolation: str = "bwrap"
     tool_wall_s: float | None = None
     system: str | None = None
+    workspace: str = "fresh"
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -140,6 +144,15 @@ class LLMSpec:
                 raise GF2ConfigError(
                     f"tool_wall_s={self.tool_wall_s!r}: give the sandbox's wall clock a run, in seconds > 0."
                 )
+        from agents.llm.episodes import WORKSPACE_MODES
+
+        if self.workspace not in WORKSPACE_MODES:
+            raise GF2ConfigError(f"workspace={self.workspace!r} is not one of {WORKSPACE_MODES}.")
+        if self.workspace == "episode" and not (self.tools and self.tool_protocol == "gf2env"):
+            raise GF2ConfigError(
+                "workspace='episode' keeps the files of the model's code across an episode's steps: it "
+                "needs tool mode with gf2env's protocol (tools: true, tool_protocol: gf2env)."
+            )
         if self.tool_protocol != "gf2env" and not self.tools:
             raise GF2ConfigError(
                 f"tool_protocol={self.tool_protocol!r} applies to tool mode only; add tools: true "
@@ -156,6 +169,10 @@ class LLMSpec:
         mode = {"tools": tool_protocol(self.tool_protocol).id, "max_revisions": self.max_revisions}
         if self.tool_wall_s is not None:  # only when set: the keys of earlier runs stay valid
             mode["tool_wall_s"] = float(self.tool_wall_s)
+        if self.workspace == "episode":
+            from agents.llm.reuse import WORKSPACE_NOTE_ID
+
+            mode["workspace"] = WORKSPACE_NOTE_ID
         return mode
 
     @property
@@ -277,6 +294,7 @@ class LLMAgent:
         self.failed = 0  # records with no successful answer, over all cells so far
         self._answered = answered if answered is not None else log.answered()
         self._asked: set[str] = set()  # keys asked (or found answered) in this run: asked once a run
+        self._chained: dict[str, Any] = {}  # episode mode: a query's own key -> its chained Planned
         self.pool = None
         if spec.tools:  # refuse now, before any query, where the sandbox cannot run
             from agents.sandbox import Sandbox, SandboxPool
@@ -299,13 +317,31 @@ class LLMAgent:
     def supports(self, p: int, d: int, K: int, g: int) -> bool:
         return True
 
-    def _plan(self, cell: Cell) -> list[Any]:
+    @property
+    def episodes(self) -> bool:
+        """Episode mode (``workspace: episode``): a chain of queries an instance."""
+        return self.spec.workspace == "episode"
+
+    def _plan_steps(self, cell: Cell) -> list[Any]:
         spec = self.spec
         pairs = zip(cell.records, cell.trials, strict=True)
         items = [(rec, cell.source, cell.sampling, int(t)) for rec, t in pairs]
         return plan_queries(
             items, spec.prompt_id, spec.sampling, spec.model, spec.api, spec.samples, spec.mode, spec.system
         )
+
+    def _plan(self, cell: Cell) -> list[Any]:
+        """The cell's queries (in episode mode, with the chained keys :meth:`prepare` worked out)."""
+        planned = self._plan_steps(cell)
+        if not self.episodes:
+            return planned
+        missing = [p for p in planned if p.query.key not in self._chained]
+        if missing:
+            raise GF2ConfigError(
+                f"{self.name}: episode mode asks an episode's steps in order, so it needs every cell of the "
+                "evaluation at once: call prepare(cells) first (evaluate() and gf2 eval do)."
+            )
+        return [self._chained[p.query.key] for p in planned]
 
     def _ask_new(self, planned: Sequence[Any], progress: bool = False) -> None:
         """Ask the queries of ``planned`` neither answered in the log nor asked already in this run."""
@@ -317,8 +353,22 @@ class LLMAgent:
             self._ask(todo, progress)
 
     def prepare(self, cells: Sequence[Cell], progress: bool = True) -> None:
-        """Ask every cell's queries at once (all depths in flight together), with a per-query bar."""
-        self._ask_new([p for cell in cells for p in self._plan(cell)], progress)
+        """Ask every cell's queries at once (all depths in flight together), with a per-query bar; in
+        episode mode, every episode not yet whole in the log, its steps in order."""
+        if not self.episodes:
+            self._ask_new([p for cell in cells for p in self._plan(cell)], progress)
+            return
+        from agents.llm.episodes import chain_episodes
+
+        chains = chain_episodes([p for cell in cells for p in self._plan_steps(cell)])
+        for chain in chains:
+            self._chained.update(zip(chain.own_keys, chain.steps, strict=True))
+        fresh = [c for c in chains if not all(s.query.key in self._asked for s in c.steps)]
+        todo = [c for c in fresh if not all(s.query.key in self._answered for s in c.steps)]
+        self.stats.skipped += sum(len(c.steps) for c in fresh) - sum(len(c.steps) for c in todo)
+        self._asked.update(s.query.key for c in fresh for s in c.steps)
+        if todo:
+            self._ask([s for c in todo for s in c.steps], progress, chains=todo)
 
     def answer(self, cell: Cell, rng: np.random.Generator | None = None) -> Estimate:
         """Ask (or look up) every query of the cell's records; γ and action a record (NaN γ: no answer)."""
@@ -340,7 +390,8 @@ class LLMAgent:
         return Estimate(action=action, tie_size=np.ones(n, dtype=np.int64), gamma=gamma,
                         argmax_accuracy=correct)  # fmt: skip
 
-    def _ask(self, todo: Sequence[Any], progress: bool = False) -> None:
+    def _ask(self, todo: Sequence[Any], progress: bool = False, chains: Sequence[Any] = ()) -> None:
+        """Ask ``todo`` (the steps of ``chains`` in episode mode) and log each answer as it comes."""
         import time
 
         from tqdm import tqdm
@@ -368,6 +419,17 @@ class LLMAgent:
         start = time.perf_counter()
         if self.pool is None:
             asyncio.run(backend.run([p.query for p in todo], params, on_result))
+        elif chains:
+            from agents.llm.episodes import run_episodes
+            from agents.llm.tool_mode import tool_protocol
+
+            def on_step(episode: Any, fields: dict[str, Any]) -> None:
+                on_result(episode.completion(), {**episode.summary(), **fields})
+
+            protocol = tool_protocol(self.spec.tool_protocol)
+            run_episodes(
+                backend, chains, params, self.pool.sandbox, protocol, self.spec.max_revisions, on_step
+            )
         else:
             from agents.llm.tool_mode import run_tool_episodes, start_episode, tool_protocol
 

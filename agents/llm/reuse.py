@@ -11,6 +11,12 @@ lines the step ran and how many of them no earlier step of the episode ran (``ne
 the workspace defined before and after the step. The analysis reads the code (``ast``); it does not
 trace it, so an import in a branch that did not run still counts, and code that does not parse
 counts as no reuse.
+
+:func:`reuse_table` sums a query log up by model, mode (``episode``: a persistent workspace;
+``fresh``: tool mode with an empty sandbox a run; ``text``: no tools) and depth: γ with its interval,
+the reuse rate, new lines, sandbox runs and ms, tokens a step; :func:`episode_table` by model and
+mode: the depth at which a tool (a function or class in the workspace) first appears, and γ before
+and after it.
 """
 
 from __future__ import annotations
@@ -115,10 +121,130 @@ def step_reuse(
     }
 
 
+def log_mode(line: dict[str, Any]) -> str:
+    """A query log line's mode: ``episode``, ``fresh`` (tool mode without a workspace) or ``text``."""
+    if line.get("workspace") == "episode":
+        return "episode"
+    return "fresh" if "tool_use" in line else "text"
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def reuse_table(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (model, mode, g): answered queries, γ (mean correct) with its Jeffreys 95% interval, the
+    share of steps that reused the workspace (episode mode; ``None`` otherwise), and the means a step
+    of new code lines, sandbox runs, sandbox ms, prompt and completion tokens and model seconds."""
+    from agents.llm.query_log import unique_entries
+    from gf2env.report.results import jeffreys_interval
+
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for line in unique_entries(lines):
+        if line.get("status") == "ok":
+            groups.setdefault((line["model"], log_mode(line), int(line["g"])), []).append(line)
+    rows = []
+    for (model, mode, g), group in sorted(groups.items()):
+        wins = sum(bool(line["correct"]) for line in group)
+        lo, hi = jeffreys_interval(wins, len(group))
+        tools = mode != "text"
+        rows.append({
+            "model": model, "mode": mode, "g": g, "queries": len(group), "gamma": wins / len(group),
+            "gamma_lo": float(lo), "gamma_hi": float(hi),
+            "reuse_rate": _mean([bool(line["reused"]) for line in group]) if mode == "episode" else None,
+            "new_lines": _mean([line["new_lines"] for line in group]) if mode == "episode" else None,
+            "sandbox_runs": _mean([line["tool_calls"] for line in group]) if tools else None,
+            "sandbox_ms": _mean([1000 * line["sandbox_s"] for line in group]) if tools else None,
+            "prompt_tokens": _mean([line["prompt_tokens"] or 0 for line in group]),
+            "completion_tokens": _mean([line["completion_tokens"] or 0 for line in group]),
+            "model_s": _mean([line["latency_s"] for line in group]),
+        })  # fmt: skip
+    return rows
+
+
+def episode_table(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (model) of episode-mode lines: episodes, those in which a tool (a function or class in the
+    workspace) appeared, the mean depth it first appeared at, and γ over the steps before it and
+    over the steps after it (the step that built it counts as before; ``None`` where no step)."""
+    from agents.llm.query_log import unique_entries
+
+    episodes: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for line in unique_entries(lines):
+        if line.get("status") == "ok" and log_mode(line) == "episode":
+            episodes.setdefault((line["model"], line["episode_id"]), []).append(line)
+    models: dict[str, dict[str, list[Any]]] = {}
+    for (model, _), steps in sorted(episodes.items()):
+        steps.sort(key=lambda line: int(line["g"]))
+        acc = models.setdefault(model, {"first": [], "before": [], "after": [], "episodes": []})
+        acc["episodes"].append(1)
+        first = next((int(line["g"]) for line in steps if line["tools_after"]), None)
+        if first is not None:
+            acc["first"].append(first)
+        for line in steps:
+            after = first is not None and int(line["g"]) > first
+            acc["after" if after else "before"].append(bool(line["correct"]))
+    return [
+        {
+            "model": model,
+            "episodes": len(acc["episodes"]),
+            "with_tool": len(acc["first"]),
+            "first_tool_g": _mean(acc["first"]),
+            "gamma_before": _mean(acc["before"]),
+            "steps_before": len(acc["before"]),
+            "gamma_after": _mean(acc["after"]),
+            "steps_after": len(acc["after"]),
+        }  # fmt: skip
+        for model, acc in models.items()
+    ]
+
+
+def _cell(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def format_reuse_table(rows: Sequence[dict[str, Any]]) -> str:
+    """:func:`reuse_table` as a text table."""
+    head = (
+        f"{'model':<24} {'mode':<8} {'g':>3} {'n':>4} {'gamma':>6} {'interval':>15} {'reuse':>6} "
+        f"{'new ln':>6} {'runs':>5} {'sbx ms':>7} {'prompt':>7} {'compl':>6} {'model s':>7}"
+    )
+    out = [head]
+    for r in rows:
+        interval = f"[{r['gamma_lo']:.3f}, {r['gamma_hi']:.3f}]"
+        out.append(
+            f"{r['model']:<24} {r['mode']:<8} {r['g']:>3} {r['queries']:>4} {r['gamma']:>6.3f} "
+            f"{interval:>15} {_cell(r['reuse_rate'], '.2f'):>6} "
+            f"{_cell(r['new_lines'], '.1f'):>6} {_cell(r['sandbox_runs'], '.2f'):>5} "
+            f"{_cell(r['sandbox_ms'], '.0f'):>7} {_cell(r['prompt_tokens'], '.0f'):>7} "
+            f"{_cell(r['completion_tokens'], '.0f'):>6} {_cell(r['model_s'], '.2f'):>7}"
+        )
+    return "\n".join(out)
+
+
+def format_episode_table(rows: Sequence[dict[str, Any]]) -> str:
+    """:func:`episode_table` as a text table."""
+    out = [
+        f"{'model':<24} {'episodes':>8} {'w/ tool':>7} {'first g':>7} {'γ before (steps)':>17} "
+        f"{'γ after (steps)':>16}"
+    ]
+    for r in rows:
+        out.append(
+            f"{r['model']:<24} {r['episodes']:>8} {r['with_tool']:>7} {_cell(r['first_tool_g'], '.1f'):>7} "
+            f"{_cell(r['gamma_before'], '.3f'):>10} ({r['steps_before']:>4}) "
+            f"{_cell(r['gamma_after'], '.3f'):>9} ({r['steps_after']:>4})"
+        )
+    return "\n".join(out)
+
+
 __all__ = [
     "NOTE_ITEMS",
     "WORKSPACE_NOTE_ID",
     "code_lines",
+    "episode_table",
+    "format_episode_table",
+    "format_reuse_table",
+    "log_mode",
+    "reuse_table",
     "step_reuse",
     "used_from_workspace",
     "workspace_note",
