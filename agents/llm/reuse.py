@@ -38,8 +38,10 @@ def workspace_note(inventory: Any) -> str:
     head = (
         "This task is one step of an episode: the same circuit, one depth after another. Files your code "
         "writes in its working directory stay there for the later steps of this episode and are deleted "
-        "when it ends; later code can import a module written there (save `tools.py`, then "
-        "`import tools`). Every run is a new process: only files carry over."
+        "when it ends; later code can import a module written there. Every run is a new process: only "
+        "files carry over. So build a tool once and reuse it: write a function that solves a step from the "
+        "globals (e.g. `def solve(record): ...` returning the answer's indices) into `tools.py`, run it, and "
+        "at later steps `import tools` and call it instead of writing the code again."
     )
     if not inventory.complete:
         return f"{head}\nThe workspace's listing could not be read this step."
