@@ -269,6 +269,32 @@ def episode_of(exp: str) -> tuple[int, int] | None:
     return None if match is None else (int(match.group(2)), int(match.group(1)))
 
 
+EpisodeKey = tuple[str, int, int, int, int]  # exp (episode, seed, sampling), n, p, d, K
+
+
+def group_episodes(records: Iterable[Record]) -> dict[EpisodeKey, list[Record]]:
+    """The steps of each episode among ``records`` (a records file's, or an episode grid's cells'):
+    ``(exp, n, p, d, K)`` -> its records by depth ascending, episodes in order of first appearance.
+    The key tells apart the same episode index of another seed, sampling mode or setting. A record
+    whose ``exp`` names no episode, or a depth that an episode holds twice, is a
+    :class:`RecordFormatError`."""
+    out: dict[EpisodeKey, dict[int, Record]] = {}
+    for i, record in enumerate(records):
+        if episode_of(record.exp) is None:
+            raise RecordFormatError(
+                f"Record {i} has exp={short_repr(record.exp)}, not an episode's ('episode E seed S "
+                "SAMPLING'); write episodes with gf2 generate --episodes."
+            )
+        steps = out.setdefault((record.exp, record.n, record.p, record.d, record.K), {})
+        if record.g in steps:
+            raise RecordFormatError(
+                f"Record {i} is a second step at depth {record.g} of {record.exp!r} (n={record.n} "
+                f"p={record.p} d={record.d} K={record.K}); an episode has one step a depth: drop the repeat."
+            )
+        steps[record.g] = record
+    return {key: [steps[g] for g in sorted(steps)] for key, steps in out.items()}
+
+
 def mixed_depth(seed: int, index: int, depths: Sequence[int]) -> int:
     """The depth of item ``index`` of a stream mixing ``depths`` (one drawn uniformly): a pure function
     of ``(seed, index, depths)``. The training prompts and the reasoning-gym items draw depths this way."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from gf2env.errors import GF2ConfigError
 from gf2env.oracle import TaskConfig
 from gf2env.record_columns import generate_columns, generate_episode
 from gf2env.record_files import read_record_columns
-from gf2env.records import episode_of
+from gf2env.records import episode_of, group_episodes
 from gf2env.report.results import read_results_csv
 
 
@@ -106,14 +105,14 @@ def test_compare_on_episodes_from_the_cli_and_from_their_records_file(tmp_path):
               "--K", "10", "--seed", "5", "--n", "5", "--out", str(path), "--quiet")  # fmt: skip
     assert gen.returncode == 0, gen.stderr
     cells = list(column_cells(read_record_columns(path), path.name))
-    steps: dict[int, list[int]] = defaultdict(list)
     for cell, grid_cell in zip(cells, grid_cells(grid), strict=True):
         for position, record in zip(cell.trials.tolist(), cell.records, strict=True):
             seed, episode = episode_of(record.exp)
             assert seed == 5 and position == 3 * episode + (0, 1, 4).index(record.g)
             assert record.to_json() == grid_cell.records[episode].to_json()
-            steps[episode].append(record.g)
-    assert steps == {e: [0, 1, 4] for e in range(12)}
+    episodes = group_episodes(record for cell in cells for record in cell.records)
+    assert [episode_of(key[0]) for key in episodes] == [(5, e) for e in range(12)]
+    assert all([r.g for r in steps] == [0, 1, 4] for steps in episodes.values())
     from_file = gf2("compare", "--agents", "A,C", "--records", str(path), "--out", str(tmp_path / "file"),
                     "--no-plots", "--no-fit", "--quiet")  # fmt: skip
     assert from_file.returncode == 0, from_file.stderr

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import gf2env  # noqa: F401  (registers the envs)
-from gf2env.errors import GF2ConfigError
+from gf2env.errors import GF2ConfigError, RecordFormatError
 from gf2env.oracle import SAMPLING_MODES, TaskConfig
 from gf2env.record_columns import columns_from_records, generate_episode, generate_episode_columns
 from gf2env.record_files import read_records
-from gf2env.records import Record, episode_exp, episode_of, episode_seed
+from gf2env.records import Record, episode_exp, episode_of, episode_seed, generate_record, group_episodes
 from gf2env.text.prompt import PROMPT_IDS, render_prompt
 from gf2env.text.rows import prompt_row
 
@@ -158,3 +158,18 @@ def test_generate_episodes_refuses_what_it_cannot_write(tmp_path):
               "--out", str(large), "--quiet")  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert [(r.n, r.g) for r in read_records(large)] == [(3, 1), (3, 2)]
+
+
+def test_group_episodes_regroups_a_file_s_steps_and_refuses_what_is_no_episode():
+    small = TaskConfig(p=6, d=3, n=4, K=8)
+    other = TaskConfig(p=6, d=3, n=4, K=8, sampling="uniform")
+    a, b, c = (generate_episode(config, e, 1) for config, e in ((small, 0), (small, 1), (other, 0)))
+    mixed = [a[3], b[0], c[1], a[0], b[2], c[0]]  # interleaved, depths out of order
+    groups = group_episodes(mixed)
+    assert list(groups) == [(r.exp, 4, 6, 3, 8) for r in (a[0], b[0], c[0])]
+    assert [[r.g for r in steps] for steps in groups.values()] == [[0, 3], [0, 2], [0, 1]]
+    assert groups[(a[0].exp, 4, 6, 3, 8)] == [a[0], a[3]]
+    with pytest.raises(RecordFormatError, match="Record 1 has exp='grid'"):
+        group_episodes([a[0], generate_record(small, 0, 0, 1)])
+    with pytest.raises(RecordFormatError, match="Record 2 is a second step at depth 1"):
+        group_episodes([a[1], a[2], a[1]])
