@@ -246,6 +246,13 @@ def records_in_file_order(groups: Sequence[RecordColumns]) -> list[Record]:
 GENERATION_CHUNK = 4096  # records drawn at once (their uniforms are held in memory together)
 
 
+def _check_trials_count(trials: int) -> int:
+    """``trials`` records a depth: an integer >= 1 (a typed error naming the fix otherwise)."""
+    if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
+        raise GF2ConfigError(f"trials={trials!r} is not an integer >= 1; pass 1 or more records a depth.")
+    return int(trials)
+
+
 def generate_columns(
     config: TaskConfig, g: int, trials: int, seed: int, n: int | None = None
 ) -> RecordColumns:
@@ -254,6 +261,7 @@ def generate_columns(
     the supports, payloads and labels are computed for all of them at once."""
     c = config
     n = c.n if n is None else n
+    trials = _check_trials_count(trials)
     if not 0 <= g < n:
         raise GF2ConfigError(f"depth g={g} is outside [0, n) = [0, {n}); the next term must exist.")
     parts = []
@@ -299,6 +307,7 @@ def generate_episode_columns(config: TaskConfig, g: int, trials: int, seed: int)
     The instances have ``config.n`` terms, one instance an episode at every depth; ``exp`` names
     the episode (:func:`gf2env.records.episode_exp`)."""
     c = config
+    trials = _check_trials_count(trials)
     if not 0 <= g < c.n:
         raise GF2ConfigError(
             f"depth g={g} is outside [0, n) = [0, {c.n}); pass a depth below n or more terms."

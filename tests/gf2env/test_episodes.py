@@ -173,3 +173,16 @@ def test_group_episodes_regroups_a_file_s_steps_and_refuses_what_is_no_episode()
         group_episodes([a[0], generate_record(small, 0, 0, 1)])
     with pytest.raises(RecordFormatError, match="Record 2 is a second step at depth 1"):
         group_episodes([a[1], a[2], a[1]])
+
+
+@pytest.mark.parametrize("episodes", [(), ("--episodes",)])
+def test_generate_refuses_zero_or_negative_trials(tmp_path, episodes):
+    out = tmp_path / "none.json"
+    for trials in ("0", "-2"):
+        run = gf2("generate", *episodes, "--trials", trials, "--depths", "0", "--out", str(out), "--quiet")
+        assert run.returncode == 2 and run.stderr == (
+            f"gf2: error: trials={trials} is not an integer >= 1; pass 1 or more records a depth.\n"
+        )
+        assert not out.exists()
+    with pytest.raises(GF2ConfigError, match="trials=0"):
+        generate_episode_columns(TaskConfig(n=2), 0, 0, 0)
