@@ -3,7 +3,8 @@ JSON, JSON Lines or Parquet (:mod:`gf2env.record_columns`), drawn a depth at a t
 as a Hugging Face dataset folder of prompt rows with splits and a card (:mod:`gf2env.hf_dataset`).
 
 Record ``trial`` at depth ``g`` is a pure function of ``(seed, g, trial)``
-(:func:`gf2env.records.generate_record`), so a dataset is reproducible from its command line.
+(:func:`gf2env.records.generate_record`), so a dataset is reproducible from its command line. With
+``--episodes`` the records are the steps of episodes instead (:func:`_episode_groups`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from gf2env.cli import int_list, n_arg
 from gf2env.errors import GF2ConfigError
 from gf2env.hf_dataset import DatasetSpec, Split, parse_splits, split_seed, write_dataset_folder
-from gf2env.oracle import SAMPLING_MODES
-from gf2env.record_columns import generate_columns
+from gf2env.oracle import SAMPLING_MODES, TaskConfig
+from gf2env.record_columns import RecordColumns, generate_columns, generate_episode_columns
 from gf2env.record_parquet import PARQUET_SUFFIXES, write_parquet
 from gf2env.records import check_seed
 from gf2env.settings import PER_DEPTH, TaskSettings
@@ -49,7 +51,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
     preset = PRESETS[args.preset] if args.preset else DatasetPreset(depths=(0,), trials=100, n=32)
     depths = args.depths if args.depths is not None else preset.depths
     trials = args.trials if args.trials is not None else preset.trials
+    if args.episodes and args.n == PER_DEPTH:
+        raise GF2ConfigError(
+            "--n g+1 gives each depth instances of its own, but --episodes walks one instance through every "
+            "depth; drop --n (the preset's n, or max depth + 1) or pass an integer --n above every depth."
+        )
     n = preset.n if args.n is None else (None if args.n == PER_DEPTH else args.n)
+    if args.episodes and n is None:
+        n = max(depths) + 1
     task = preset.task
     check_seed(args.seed, "--seed")
     settings = TaskSettings(
@@ -63,11 +72,19 @@ def cmd_generate(args: argparse.Namespace) -> int:
     too_deep = [g for g in depths if n is not None and not 0 <= g < n]
     if too_deep:
         raise GF2ConfigError(
-            f"depths {too_deep} need more than n={n} terms (or are negative); pass --n g+1 or a larger --n."
+            f"depths {too_deep} need more than n={n} terms (or are negative); pass "
+            + ("a larger --n." if args.episodes else "--n g+1 or a larger --n.")
         )
     fmt = output_format(args.format, args.out, args.splits, args.prompt)
     if fmt == "hf":
+        if args.episodes:
+            raise GF2ConfigError(
+                "--episodes writes one records file (json, jsonl or parquet), not a dataset folder; "
+                "drop --format hf, --splits and --prompt, or drop --episodes."
+            )
         return _write_folder(args, settings, depths, n, trials)
+    if args.episodes:
+        return _write_records(args, fmt, _episode_groups(config, depths, trials, args.seed, args.quiet))
     bar = tqdm(total=len(depths) * trials, desc="records", unit="rec", disable=args.quiet)
     groups = []
     for g in depths:
@@ -78,10 +95,34 @@ def cmd_generate(args: argparse.Namespace) -> int:
     for i, group in enumerate(groups):  # file order: depth by depth, trials in order
         groups[i] = replace(group, index=group.index + offset)
         offset += group.R
+    return _write_records(args, fmt, groups)
+
+
+def _episode_groups(
+    config: TaskConfig, depths: tuple[int, ...], trials: int, seed: int, quiet: bool
+) -> list[RecordColumns]:
+    """``gf2 generate --episodes``: one group a depth, the record of episode ``e`` at the ``j``-th depth
+    at file position ``e * len(depths) + j``: each episode's steps written together, depth ascending,
+    and each record's ``exp`` naming its episode (:func:`gf2env.records.episode_of` reads it back)."""
+    bar = tqdm(total=len(depths) * trials, desc="records", unit="rec", disable=quiet)
+    groups = []
+    for j, g in enumerate(depths):
+        group = generate_episode_columns(config, g, trials, seed)
+        groups.append(replace(group, index=group.index * len(depths) + j))
+        bar.update(trials)
+    bar.close()
+    return groups
+
+
+def _write_records(args: argparse.Namespace, fmt: str, groups: list[RecordColumns]) -> int:
+    """Write ``groups`` to ``args.out`` as one records file, in the order of their ``index``."""
     if fmt == "parquet":
         count = write_parquet(args.out, groups)
     else:
-        records = (group.record(row) for group in groups for row in range(group.R))
+        owner = np.concatenate([np.full(group.R, k) for k, group in enumerate(groups)]).tolist()
+        rows = np.concatenate([np.arange(group.R) for group in groups]).tolist()
+        order = np.argsort(np.concatenate([group.index for group in groups]), kind="stable").tolist()
+        records = (groups[owner[i]].record(rows[i]) for i in order)
         with open(args.out, "w") as fh:
             count = 0
             if fmt == "jsonl":
@@ -158,6 +199,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--sampling", choices=SAMPLING_MODES)
     gen.add_argument("--w", type=int, help="adversarial payload weight (default w*)")
     gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument(
+        "--episodes",
+        action="store_true",
+        help="write episodes: --trials episodes of one instance each (n = the preset's, or max depth + 1), "
+        "its records at --depths written together, depth ascending, exp naming the episode "
+        "('episode E seed S SAMPLING'); default: a fresh instance a record",
+    )
     gen.add_argument(
         "--format",
         choices=("json", "jsonl", "parquet", "hf"),

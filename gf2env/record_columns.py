@@ -4,7 +4,9 @@
 :class:`~gf2env.posterior.StepBatch` without a Python object per record
 (:meth:`~RecordColumns.step_batch`); :class:`LazyRecords` builds a :class:`~gf2env.records.Record`
 only when one is read. :func:`generate_columns` draws a depth's records in one batch, bit for bit
-those of :func:`gf2env.records.generate_record`. Files: :mod:`gf2env.record_files`.
+those of :func:`gf2env.records.generate_record`; :func:`generate_episode_columns` draws the steps of
+episodes (one instance walked through its depths, as the environment does) instead. Files:
+:mod:`gf2env.record_files`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from gf2env.combinatorics import pack_bits, supports_to_masks
 from gf2env.errors import GF2ConfigError, RecordFormatError
 from gf2env.oracle import SAMPLING_MODES, TaskConfig, circuit_labels, evidence_from_uniforms
 from gf2env.posterior import StepBatch
-from gf2env.records import Record, record_rng
+from gf2env.records import Record, episode_exp, episode_seed, record_rng
+from gf2env.streams import Buffers, PhiloxStream
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,13 @@ def records_in_file_order(groups: Sequence[RecordColumns]) -> list[Record]:
 GENERATION_CHUNK = 4096  # records drawn at once (their uniforms are held in memory together)
 
 
+def _check_trials_count(trials: int) -> int:
+    """``trials`` records a depth: an integer >= 1 (a typed error naming the fix otherwise)."""
+    if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
+        raise GF2ConfigError(f"trials={trials!r} is not an integer >= 1; pass 1 or more records a depth.")
+    return int(trials)
+
+
 def generate_columns(
     config: TaskConfig, g: int, trials: int, seed: int, n: int | None = None
 ) -> RecordColumns:
@@ -251,6 +261,7 @@ def generate_columns(
     the supports, payloads and labels are computed for all of them at once."""
     c = config
     n = c.n if n is None else n
+    trials = _check_trials_count(trials)
     if not 0 <= g < n:
         raise GF2ConfigError(f"depth g={g} is outside [0, n) = [0, {n}); the next term must exist.")
     parts = []
@@ -272,3 +283,67 @@ def generate_columns(
         n=n, p=c.p, d=c.d, g=g, index=np.arange(trials, dtype=np.int64), prefix=supports[:, :g],
         target=supports[:, g], address=address, payload=payload, labels=labels, exp=("grid",) * trials,
     )  # fmt: skip
+
+
+def _episode_steps(config: TaskConfig, seeds: Sequence[int], depths: np.ndarray) -> Buffers:
+    """Sub-env ``i`` of a ``GF2Recon-v1`` batch reset with ``seeds[i]`` and walked in ``reveal`` mode
+    to depth ``depths[i]``: its circuit and the evidence it is shown there (the stream's
+    ``depths[i]``-th draw of the episode), all sub-envs in one compiled call."""
+    count = len(seeds)
+    idx = np.arange(count)
+    stream = PhiloxStream(config, count)
+    out = Buffers(config, count)
+    stream.begin(idx, [np.random.default_rng(s) for s in seeds])  # the key gymnasium's np_random(s) gives
+    stream.instances(idx, out)
+    stream.seek(idx, depths)
+    stream.evidence(idx, np.asarray(depths, dtype=np.int64), out)
+    return out
+
+
+def generate_episode_columns(config: TaskConfig, g: int, trials: int, seed: int) -> RecordColumns:
+    """Step ``g`` of episodes ``0 .. trials-1`` of ``seed`` as columns: row ``e`` is what
+    ``gym.make("GF2Recon-v1", p, d, n, K, sampling, w, step_mode="reveal")`` shows at depth ``g``
+    after ``reset(seed=episode_seed(seed, e))`` (every step reveals the term, whatever the answer).
+    The instances have ``config.n`` terms, one instance an episode at every depth; ``exp`` names
+    the episode (:func:`gf2env.records.episode_exp`)."""
+    c = config
+    trials = _check_trials_count(trials)
+    if not 0 <= g < c.n:
+        raise GF2ConfigError(
+            f"depth g={g} is outside [0, n) = [0, {c.n}); pass a depth below n or more terms."
+        )
+    parts = []
+    for lo in range(0, trials, GENERATION_CHUNK):
+        T = min(GENERATION_CHUNK, trials - lo)
+        out = _episode_steps(c, [episode_seed(seed, e) for e in range(lo, lo + T)], np.full(T, g))
+        parts.append((out.supports, out.address, out.payload, out.labels))
+    supports, address, payload, labels = (np.concatenate(arrays) for arrays in zip(*parts, strict=True))
+    supports = supports.astype(np.int64)
+    return RecordColumns(
+        n=c.n, p=c.p, d=c.d, g=g, index=np.arange(trials, dtype=np.int64), prefix=supports[:, :g],
+        target=supports[:, g], address=address.astype(np.uint8), payload=payload.astype(np.uint8),
+        labels=labels.astype(np.uint8), exp=tuple(episode_exp(seed, e, c.sampling) for e in range(trials)),
+    )  # fmt: skip
+
+
+def generate_episode(config: TaskConfig, episode: int, seed: int) -> list[Record]:
+    """Episode ``episode`` of ``seed`` as its ``config.n`` records, depths ``0 .. n-1``: record ``g`` is
+    row ``episode`` of :func:`generate_episode_columns` at depth ``g`` (one call for all depths)."""
+    c = config
+    out = _episode_steps(c, [episode_seed(seed, episode)] * c.n, np.arange(c.n))
+    terms = tuple(map(tuple, out.supports[0].astype(np.int64).tolist()))
+    exp = episode_exp(seed, episode, c.sampling)
+    return [
+        Record(
+            n=c.n,
+            p=c.p,
+            d=c.d,
+            prefix=terms[:g],
+            target=terms[g],
+            address=out.address[g].astype(np.uint8),
+            payload=out.payload[g].astype(np.uint8),
+            labels=out.labels[g].astype(np.uint8),
+            exp=exp,
+        )
+        for g in range(c.n)
+    ]

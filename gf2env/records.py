@@ -8,6 +8,7 @@ A record is ``{"exp", "n", "p", "d_max", "g", "prefix", "target", "samples"}``; 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -238,6 +239,60 @@ def check_seed(seed: Any, what: str = "seed") -> int:
 def record_rng(seed: int, g: int, trial: int) -> np.random.Generator:
     """The generator of record ``trial`` at depth ``g``: a pure function of (seed, g, trial)."""
     return np.random.default_rng([check_seed(seed), g, trial])
+
+
+EPISODE_EXP = re.compile(r"episode (\d+) seed (\d+)(?: |$)")  # what episode_exp writes, read back
+
+
+def episode_seed(seed: int, episode: int) -> int:
+    """The ``reset`` seed of episode ``episode`` of ``seed``: a pure function of the pair.
+
+    It is numpy's ``SeedSequence(seed).spawn(...)[episode]`` (the child of that index, the way numpy
+    makes independent streams) condensed to a 128-bit int, so distinct pairs give distinct seeds
+    but for a chance of about 2^-128 a pair. ``gym.make("GF2Recon-v1", ...).reset(seed=...)`` with it
+    starts the episode that :func:`gf2env.record_columns.generate_episode` writes as records.
+    """
+    child = np.random.SeedSequence(check_seed(seed), spawn_key=(check_seed(episode, "episode"),))
+    return int.from_bytes(child.generate_state(4, np.uint32).tobytes(), "little")
+
+
+def episode_exp(seed: int, episode: int, sampling: str) -> str:
+    """The ``exp`` of an episode's records: ``"episode E seed S SAMPLING"``. It names the sampling
+    mode (which :meth:`~gf2env.record_columns.RecordColumns.samplings` reads) and the episode, so a
+    reader of a records file regroups the steps of each episode (:func:`episode_of`)."""
+    return f"episode {episode} seed {seed} {sampling}"
+
+
+def episode_of(exp: str) -> tuple[int, int] | None:
+    """``(seed, episode)`` of a record whose ``exp`` :func:`episode_exp` wrote; ``None`` for any other."""
+    match = EPISODE_EXP.match(exp)
+    return None if match is None else (int(match.group(2)), int(match.group(1)))
+
+
+EpisodeKey = tuple[str, int, int, int, int]  # exp (episode, seed, sampling), n, p, d, K
+
+
+def group_episodes(records: Iterable[Record]) -> dict[EpisodeKey, list[Record]]:
+    """The steps of each episode among ``records`` (a records file's, or an episode grid's cells'):
+    ``(exp, n, p, d, K)`` -> its records by depth ascending, episodes in order of first appearance.
+    The key tells apart the same episode index of another seed, sampling mode or setting. A record
+    whose ``exp`` names no episode, or a depth that an episode holds twice, is a
+    :class:`RecordFormatError`."""
+    out: dict[EpisodeKey, dict[int, Record]] = {}
+    for i, record in enumerate(records):
+        if episode_of(record.exp) is None:
+            raise RecordFormatError(
+                f"Record {i} has exp={short_repr(record.exp)}, not an episode's ('episode E seed S "
+                "SAMPLING'); write episodes with gf2 generate --episodes."
+            )
+        steps = out.setdefault((record.exp, record.n, record.p, record.d, record.K), {})
+        if record.g in steps:
+            raise RecordFormatError(
+                f"Record {i} is a second step at depth {record.g} of {record.exp!r} (n={record.n} "
+                f"p={record.p} d={record.d} K={record.K}); an episode has one step a depth: drop the repeat."
+            )
+        steps[record.g] = record
+    return {key: [steps[g] for g in sorted(steps)] for key, steps in out.items()}
 
 
 def mixed_depth(seed: int, index: int, depths: Sequence[int]) -> int:

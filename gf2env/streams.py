@@ -88,6 +88,11 @@ class PhiloxStream:
                 raise AssertionError("a sub-env's first episode needs a generator for its key")
         self.draw[idx] = 0
 
+    def seek(self, idx: np.ndarray, draws: np.ndarray) -> None:
+        """Make the next evidence of sub-envs ``idx`` draw ``draws[j]`` of their episode: what a
+        ``reveal`` walk from depth 0 draws at depth ``draws[j]`` (one draw a step)."""
+        self.draw[idx] = np.asarray(draws, dtype=np.uint64)
+
     def instances(self, idx: np.ndarray, out: Buffers) -> None:
         c = self.config
         if self.kernel == "numba":

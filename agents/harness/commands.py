@@ -23,7 +23,11 @@ if TYPE_CHECKING:
     from agents.llm.agent import LLMSpec
     from agents.sb3_agent import SB3Spec
 
-GRID_FLAGS = ("p", "d", "K", "sampling", "depths", "trials", "seed", "n")
+GRID_FLAGS = ("p", "d", "K", "sampling", "depths", "trials", "seed", "n", "episodes")
+EPISODES_HELP = (
+    "record t at every depth is step g of episode t (one instance walked through depths 0..n-1 as the "
+    "env does in reveal mode; n = max depth + 1 unless --n is given), not a fresh instance a depth"
+)
 
 
 def add_grid_flags(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +41,7 @@ def add_grid_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sampling", type=lambda s: tuple(s.split(",")), help="e.g. adversarial,diagnostic")
     parser.add_argument("--n", type=n_arg, help="terms an instance, or 'g+1' (default)")
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--episodes", action="store_true", default=None, help=EPISODES_HELP)
     parser.add_argument("--level", type=float, help="Jeffreys interval level (default 0.95)")
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--no-fit", action="store_true", help="skip the effective-prefix fit")
@@ -75,7 +80,14 @@ def compare_config(
     if records is None and (grid is None or given):
         start = grid or default_grid or Grid(depths=(0, 1, 3, 7, 15, 31), trials=200)
         n = given.get("n", PER_DEPTH if start.n is None else start.n)
+        episodes = given.get("episodes", start.episodes)
+        if episodes and given.get("n") == PER_DEPTH:
+            raise GF2ConfigError(
+                "--n g+1 gives each depth instances of its own, but --episodes walks one instance through "
+                "every depth; drop --n (n = max depth + 1) or pass an integer --n above every depth."
+            )
         grid = Grid(
+            episodes=episodes,
             depths=given.get("depths", start.depths),
             trials=given.get("trials", start.trials),
             p=given.get("p", start.p),

@@ -7,6 +7,7 @@ A comparison is described by a YAML file (``configs/*.yaml``) or the same keys o
     #   - sb3: {path: results/sb3-ppo/final.zip, algo: ppo}                            (agents.sb3_agent)
     grid: {p: [12], d: [4], K: [32], sampling: [adversarial],
            depths: [0, 1, 3, 7], trials: 2000, seed: 0, n: g+1}
+    # episodes: true in grid: record t at each depth is a step of episode t (n: max depth + 1)
     # or, instead of grid:  records: path/to/records.json
     out: results/paper-estimators
     level: 0.95          # Jeffreys interval level
@@ -107,6 +108,11 @@ def grid_from_mapping(obj: Any, where: str = "grid") -> Grid:
         for key in ("depths", "trials"):
             if key not in obj:
                 raise GF2ConfigError(f"{where} lacks {key!r}; e.g. depths: [0, 1, 3, 7] and trials: 500.")
+        if obj.get("episodes") is True and obj.get("n") == PER_DEPTH:
+            raise GF2ConfigError(
+                f"{where}: n: g+1 gives each depth instances of its own, but episodes: true walks one "
+                "instance through every depth; drop n (max depth + 1) or give an integer n above every depth."
+            )
     convert = {
         key: (lambda v, key=key, kind=kind: _as_tuple(v, key, kind)) for key, kind in _GRID_TUPLES.items()
     }

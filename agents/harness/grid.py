@@ -3,6 +3,8 @@
 A :class:`Grid` names the settings (``p``, ``d``, ``K``, sampling mode, depths), the trials a depth
 and the seed; its records are the ones ``gf2 generate`` writes for the same seed (record ``trial``
 at depth ``g`` is a pure function of ``(seed, g, trial)``), so every agent sees the same steps.
+With ``episodes=True`` (``gf2 generate --episodes``) record ``trial`` at depth ``g`` is instead step
+``g`` of episode ``trial``: one instance walked through its depths, as the environment does.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ import numpy as np
 from agents.base import Cell
 from gf2env.errors import GF2ConfigError
 from gf2env.oracle import SAMPLING_MODES, TaskConfig
-from gf2env.record_columns import RecordColumns, check_trials, columns_from_records, generate_columns
+from gf2env.record_columns import (
+    RecordColumns,
+    check_trials,
+    columns_from_records,
+    generate_columns,
+    generate_episode_columns,
+)
 from gf2env.records import Record, check_seed
 from gf2env.settings import TaskSettings, check_depths
 
@@ -26,6 +34,10 @@ class Grid:
 
     ``n`` is the number of terms an instance has: ``None`` for ``g + 1`` at each depth (only the
     first ``g + 1`` matter to a step), or a fixed count larger than every depth.
+
+    ``episodes``: record ``trial`` at every depth is a step of episode ``trial`` of ``seed``
+    (:func:`~gf2env.record_columns.generate_episode_columns`), so a trial index means one instance
+    across the cells; its instances have ``n`` terms, ``max(depths) + 1`` when ``n`` is ``None``.
     """
 
     depths: tuple[int, ...]
@@ -36,8 +48,11 @@ class Grid:
     sampling: tuple[str, ...] = ("adversarial",)
     seed: int = 0
     n: int | None = None
+    episodes: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.episodes, bool):
+            raise GF2ConfigError(f"episodes={self.episodes!r} is not a bool; pass True or False.")
         if self.trials < 1:
             raise GF2ConfigError(f"trials={self.trials} is less than the minimum 1; pass trials >= 1.")
         check_depths(self.depths, "depths")
@@ -62,14 +77,28 @@ class Grid:
             for K in self.K
         ]
 
+    @property
+    def terms(self) -> int | None:
+        """Terms an instance has: ``n``; for episodes ``max(depths) + 1`` when ``n`` is ``None``."""
+        return max(self.depths) + 1 if self.n is None and self.episodes else self.n
+
+    @property
+    def source(self) -> str:
+        """What the cells' rows say they come from: ``"grid"``, or ``"episodes"``."""
+        return "episodes" if self.episodes else "grid"
+
     def settings(self) -> Iterator[tuple[TaskConfig, int]]:
         """``(config, g)`` for every cell of the grid, depth innermost."""
+        n = self.terms
         for task in self.tasks():
             for g in self.depths:
-                yield (task.at_depth(g) if self.n is None else task.config(self.n)), g
+                yield (task.at_depth(g) if n is None else task.config(n)), g
 
     def records(self, config: TaskConfig, g: int) -> RecordColumns:
-        """The ``trials`` records of one setting: record ``t`` is a pure function of (seed, g, t)."""
+        """The ``trials`` records of one setting: record ``t`` is a pure function of (seed, g, t), or
+        with ``episodes`` step ``g`` of episode ``t`` of ``seed``."""
+        if self.episodes:
+            return generate_episode_columns(config, g, self.trials, self.seed)
         return generate_columns(config, g, self.trials, self.seed)
 
     @property
@@ -82,7 +111,7 @@ def grid_cells(grid: Grid) -> Iterator[Cell]:
     for config, g in grid.settings():
         columns = grid.records(config, g)
         yield Cell(
-            "grid",
+            grid.source,
             config.sampling,
             config.n,
             grid.seed,
