@@ -32,6 +32,7 @@ from agents.llm.queries import Backend, SamplingParams
 from agents.llm.reuse import step_reuse, workspace_note
 from agents.llm.tool_mode import ToolEpisode, ToolProtocol, run_tool_episodes, start_episode
 from gf2env.errors import GF2ConfigError
+from gf2env.records import episode_of
 
 WORKSPACE_MODES = ("fresh", "episode")
 
@@ -61,23 +62,29 @@ def chain_key(key: str, previous: str) -> str:
 
 
 def chain_episodes(planned: Sequence[Planned]) -> list[EpisodeChain]:
-    """The episodes of ``planned``: its queries grouped by (source, setting, trial, sample), each group
+    """The episodes of ``planned``: its queries grouped by (source, setting, episode, sample), the
+    episode named by each record's ``exp`` (:func:`gf2env.records.episode_of`), each group
     in depth order with chained keys and seeds. Refused unless every group is the steps of one
     instance (each record's prefix continues the one before, its target included)."""
     groups: dict[tuple[Any, ...], list[Planned]] = {}
     for p in planned:
         r = p.record
-        groups.setdefault((p.source, p.sampling, r.p, r.d, r.K, r.n, p.trial, p.sample), []).append(p)
+        if episode_of(r.exp) is None:
+            raise GF2ConfigError(
+                f"workspace: episode walks an instance through its depths, but record {p.trial} of {p.source} "
+                f"(g={r.g}, exp={r.exp!r}) is not the step of an episode; evaluate on episodes (--episodes, "
+                "grid: {episodes: true}, or a file from gf2 generate --episodes), or drop --workspace episode."
+            )
+        groups.setdefault((p.source, p.sampling, r.p, r.d, r.K, r.n, r.exp, p.sample), []).append(p)
     chains = []
-    for (source, sampling, p_, d, K, n, trial, _), steps in groups.items():
+    for (source, sampling, p_, d, K, n, episode, _), steps in groups.items():
         steps.sort(key=lambda item: item.record.g)
         for earlier, later in zip(steps, steps[1:], strict=False):
             if not _continues(earlier, later):
                 raise GF2ConfigError(
-                    f"workspace: episode walks an instance through its depths, but record {trial} of "
-                    f"{source} (p={p_} d={d} K={K} n={n} {sampling}) at g={later.record.g} is not the "
-                    f"step after g={earlier.record.g} of the same instance; evaluate on episodes "
-                    "(--episodes, or grid: {episodes: true}), or drop --workspace episode."
+                    f"workspace: episode walks an instance through its depths, but the record of {episode!r} "
+                    f"in {source} (p={p_} d={d} K={K} n={n} {sampling}) at g={later.record.g} does not "
+                    f"continue its step at g={earlier.record.g} (an edited file?); check the records."
                 )
         previous, chained = "", []
         for step in steps:

@@ -8,6 +8,8 @@ imports it. The sandbox, workspaces, log and harness are ours, unmocked.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from dataclasses import replace
 
@@ -31,27 +33,20 @@ from agents.llm.reuse import (  # noqa: E402
 )
 from agents.llm.tool_mode import tool_protocol  # noqa: E402
 from agents.sandbox import Sandbox, WorkspaceInventory, detect_isolation  # noqa: E402
-from gf2env.env import GF2ReconEnv  # noqa: E402
 from gf2env.errors import GF2ConfigError  # noqa: E402
 from gf2env.oracle import TaskConfig  # noqa: E402
-from gf2env.record_columns import columns_from_records  # noqa: E402
+from gf2env.record_columns import columns_from_records, generate_episode  # noqa: E402
 from gf2env.records import Record, generate_record  # noqa: E402
+from gf2env.report.results import read_results_csv  # noqa: E402
 
 needs_bwrap = pytest.mark.skipif(
     not detect_isolation().get("bwrap"), reason="bubblewrap cannot run here (apt-get install -y bubblewrap)"
 )
 
 
-def walk(seed: int, p: int = 6, d: int = 3, K: int = 16, n: int = 4) -> list[Record]:
-    """The steps of one episode, as the environment shows them in reveal mode."""
-    env = GF2ReconEnv(p=p, d=d, K=K, n=n, step_mode="reveal")
-    env.reset(seed=seed)
-    steps = []
-    for _ in range(n):
-        assert env.instance is not None and env.evidence is not None
-        steps.append(Record.from_step(env.instance, env.evidence))
-        env.step(0)
-    return steps
+def walk(episode: int, p: int = 6, d: int = 3, K: int = 16, n: int = 4) -> list[Record]:
+    """The steps of one episode (as the environment walks it in reveal mode)."""
+    return generate_episode(TaskConfig(p=p, d=d, K=K, n=n), episode, seed=5)
 
 
 def episode_cells(episodes: list[list[Record]]) -> list[Cell]:
@@ -59,7 +54,8 @@ def episode_cells(episodes: list[list[Record]]) -> list[Cell]:
     for g in range(len(episodes[0])):
         records = [steps[g] for steps in episodes]
         batch = columns_from_records(records)[0].step_batch()
-        cells.append(Cell("grid", "adversarial", records[0].n, 0, np.arange(len(records)), batch, records))
+        trials = np.arange(len(records))
+        cells.append(Cell("episodes", "adversarial", records[0].n, 0, trials, batch, records))
     return cells
 
 
@@ -208,3 +204,38 @@ def test_no_episode_sees_another_episodes_files(server, tmp_path):
         assert sandbox.workers_started == 1
     assert [f["tools_before"] for f in seen if f["episode_step"] == 0] == [[], [], []]
     assert all(f["reused"] for f in seen if f["episode_step"] > 0)
+
+
+def gf2(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gf2env", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+@needs_bwrap
+def test_gf2_eval_runs_episode_mode_on_a_grid_and_on_a_file_of_episodes(server, tmp_path):
+    ask = ["eval", "--agent", "vllm", "--base-url", f"{server.url}/tool-builder", "--model", "builder",
+           "--tools", "--max-revisions", "2", "--quiet"]  # fmt: skip
+    setting = ["--p", "6", "--d", "3", "--K", "16", "--depths", "0,1,2", "--trials", "2"]
+    done = gf2(*ask, "--workspace", "episode", "--episodes", *setting, "--out", str(tmp_path / "grid"))
+    assert done.returncode == 0, done.stderr
+    assert "by mode and depth" in done.stdout and "tools built in episodes" in done.stdout
+    rows = read_results_csv(tmp_path / "grid" / "results.csv")
+    assert len(rows) == 6 and all(row["correct"] for row in rows)
+    lines = QueryLog(tmp_path / "grid" / "queries.jsonl").lines()
+    assert sorted((line["episode_step"], line["reused"]) for line in lines) == [
+        (0, False), (0, False), (1, True), (1, True), (2, True), (2, True)
+    ]  # fmt: skip
+
+    made = gf2("generate", "--episodes", "--p", "6", "--d", "3", "--K", "16", "--depths", "0,1,2",
+               "--trials", "2", "--out", str(tmp_path / "episodes.json"))  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    again = gf2(*ask, "--workspace", "episode", "--records", str(tmp_path / "episodes.json"),
+                "--out", str(tmp_path / "file"))  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    steps = QueryLog(tmp_path / "file" / "queries.jsonl").lines()
+    assert len({line["episode_id"] for line in steps}) == 2
+    assert sum(line["reused"] for line in steps) == 4
+
+    lone = gf2(*ask, "--workspace", "episode", *setting, "--out", str(tmp_path / "lone"))
+    assert lone.returncode == 2 and "--episodes" in lone.stderr  # a grid's depths are not one instance
