@@ -35,11 +35,20 @@ MAX_PROMPT_CHARS = 1_000_000
 PRINTABLE = string.printable  # the prompts' alphabet
 
 
+class AnyText(spaces.Text):
+    """Any string within the length bounds (what a sandbox prints can hold any character); samples
+    are drawn from ``charset`` as :class:`gymnasium.spaces.Text`'s are."""
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+
 class GF2ReconTextEnv(gym.Wrapper):
     """GF2Recon with text observations (the prompt) and text actions (the model's reply).
 
     ## Observation space
-    ``Text``: the prompt of the current step (empty after the last step).
+    ``Text``: the prompt of the current step (empty after the last step); with ``tools``, the
+    session's user message (:class:`AnyText`: it may quote the sandbox's output).
 
     ## Action space
     ``Text``: the model's raw reply; any string.
@@ -85,7 +94,8 @@ class GF2ReconTextEnv(gym.Wrapper):
         self.prompt_id = prompt_id
         self._prompt: Prompt | None = None
         self.history: list[dict[str, Any]] = []
-        self.observation_space = spaces.Text(max_length=MAX_PROMPT_CHARS, min_length=0, charset=PRINTABLE)
+        text = spaces.Text if tools is None else AnyText
+        self.observation_space = text(max_length=MAX_PROMPT_CHARS, min_length=0, charset=PRINTABLE)
         self.action_space = spaces.Text(max_length=MAX_PROMPT_CHARS, min_length=0)
 
     @property
@@ -178,4 +188,4 @@ class GF2ReconTextEnv(gym.Wrapper):
         super().close()
 
 
-__all__ = ["GF2ReconTextEnv"]
+__all__ = ["AnyText", "GF2ReconTextEnv"]

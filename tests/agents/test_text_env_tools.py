@@ -194,6 +194,7 @@ def test_the_paper_protocol_without_a_workspace_and_bad_arguments() -> None:
         env, _ = make_env(sandbox, workspace="fresh", protocol="paper")
         obs, info = env.reset(seed=8)
         assert "RECORD" in obs and obs == info["messages"][-1]["content"]
+        assert "\u2014" in obs and env.observation_space.contains(obs)  # the paper's own text is not ASCII
         obs, reward, _, _, info = env.step("```python\nprint(RECORD['g'], 'target' in RECORD)\n```")
         assert "0 False" in obs and reward == 0.0
         *_, info = env.step("No box here.")  # the paper's protocol: a reply without code is final
