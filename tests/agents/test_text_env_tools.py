@@ -8,6 +8,8 @@ and the scorer are ours, unmocked."""
 from __future__ import annotations
 
 import os
+import signal
+import time
 from typing import Any
 
 import gymnasium as gym
@@ -18,6 +20,7 @@ from agents.llm.tool_session import SandboxTools, SandboxToolSession
 from agents.sandbox import DEFAULT_LIMITS, Sandbox
 from gf2env.errors import GF2ConfigError
 from tests.agents.sandbox_judge import CORPUS, HAVE_BWRAP, MODE_PARAMS, make_sandbox
+from tests.agents.test_sandbox_workspace import servers
 
 SETTING = {"p": 6, "d": 3, "K": 16, "step_mode": "reveal"}
 BUILD = (
@@ -199,4 +202,44 @@ def test_the_paper_protocol_without_a_workspace_and_bad_arguments() -> None:
         assert "0 False" in obs and reward == 0.0
         *_, info = env.step("No box here.")  # the paper's protocol: a reply without code is final
         assert info["score"]["failure"] == "no_answer" and env.unwrapped.depth == 1
+        env.close()
+
+
+@pytest.mark.parametrize("mode", MODE_PARAMS)
+def test_a_workspace_too_big_to_list_is_said_so_and_still_ends_with_the_episode(mode: str) -> None:
+    flood = "for i in range(1500):\n    open(f'{i:040d}', 'w').close()\n"
+    with make_sandbox(DEFAULT_LIMITS, mode, workers=1) as sandbox:
+        env, _ = make_env(sandbox)
+        _, info = env.reset(seed=9)
+        env.step(BUILD)
+        env.step(f"```python\n{flood}print('flooded')\n```")
+        *_, info = env.step(answer(env, info))  # the listing overflows the output cap: incomplete
+        assert info["reuse"]["workspace_complete"] is False and info["reuse"]["tools_after"] == []
+        assert "listing could not be read" in system(info)
+        obs, *_ = env.step(CALL)  # the files are there all the same
+        assert "parity 1" in obs
+        _, info = env.reset(seed=10)
+        assert EMPTY in system(info)
+        obs, *_ = env.step("```python\nimport os\nprint(len(os.listdir('.')))\n```")
+        assert "stdout:\n```\n0\n" in obs
+        env.close()
+
+
+@pytest.mark.parametrize("mode", MODE_PARAMS)
+def test_a_worker_lost_mid_episode_is_counted_and_the_next_step_told_the_workspace_is_empty(
+    mode: str,
+) -> None:
+    with make_sandbox(DEFAULT_LIMITS, mode, workers=1) as sandbox:
+        env, _ = make_env(sandbox)
+        _, info = env.reset(seed=11)
+        env.step(BUILD)
+        (server,) = servers()
+        os.kill(server, signal.SIGKILL)
+        while os.path.exists(f"/proc/{server}") and "Z" not in open(f"/proc/{server}/stat").read().split()[2]:
+            time.sleep(0.01)
+        obs, *_ = env.step(CALL)  # sent to the dead worker, run on a fresh one: the files went with it
+        assert "No module named 'tools'" in obs
+        *_, info = env.step(answer(env, info))
+        assert info["tool"]["workspace_lost"] == 1 and info["reuse"]["tools_after"] == []
+        assert EMPTY in system(info)
         env.close()
