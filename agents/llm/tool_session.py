@@ -22,12 +22,13 @@ one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agents.llm.queries import Completion, Query
 from agents.llm.reuse import step_reuse, workspace_note
 from agents.llm.tool_mode import ToolEpisode, run_jobs, start_episode, tool_protocol
-from agents.sandbox import Sandbox, Workspace, WorkspaceInventory
+from agents.sandbox import Sandbox, SandboxResult, Workspace, WorkspaceInventory
 from gf2env.errors import GF2ConfigError, ResetNeededError
 from gf2env.records import Record
 from gf2env.text.prompt import Prompt
@@ -124,7 +125,7 @@ class SandboxToolSession:
         self.steps += 1
         return list(self.episode.messages)
 
-    def _run_fresh(self, jobs: Any) -> list[Any]:
+    def _run_fresh(self, jobs: Sequence[tuple[str, dict[str, Any]]]) -> list[SandboxResult]:
         return [self.tools.sandbox.run(code, view) for code, view in jobs]
 
     def take(self, reply: str) -> ToolTurn:

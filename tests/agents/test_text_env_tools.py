@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -55,9 +56,20 @@ def system(info: dict[str, Any]) -> str:
     return info["messages"][0]["content"]
 
 
+OPEN: list[Any] = []  # the test's envs, closed after it even when it fails (their workers go back)
+
+
+@pytest.fixture(autouse=True)
+def close_envs() -> Iterator[None]:
+    yield
+    while OPEN:
+        OPEN.pop().close()
+
+
 def make_env(sandbox: Sandbox, n: int = 4, **tools: Any) -> tuple[Any, Recording]:
     recording = Recording(SandboxTools(sandbox, **tools))
-    return gym.make("GF2ReconText-v1", tools=recording, n=n, **SETTING), recording
+    OPEN.append(gym.make("GF2ReconText-v1", tools=recording, n=n, **SETTING))
+    return OPEN[-1], recording
 
 
 @pytest.mark.parametrize("mode", MODE_PARAMS)
@@ -77,11 +89,13 @@ def test_a_tool_built_at_one_depth_is_called_at_the_next(mode: str) -> None:
         # depth 1: told what the workspace holds; the observation is the step's first user message
         assert "`tools.py` (" in system(info) and "defines parity" in system(info)
         assert info["messages"][-1] == {"role": "user", "content": obs} and len(info["messages"]) == 2
+        obs, *_ = env.step("```python\nprint('answer hidden:', 'target' not in record, g)\n```")
+        assert "answer hidden: True 1" in obs  # the workspace's code sees the public view only
         obs, reward, terminated, _, info = env.step(CALL)
         assert "parity 1" in obs and reward == 0.0 and info["depth"] == env.unwrapped.depth == 1
         *_, info = env.step(answer(env, info))
         assert info["reuse"]["reused"] is True and info["reuse"]["reused_names"] == ["tools", "tools.parity"]
-        assert info["reuse"]["new_lines"] == 2 and info["tool"]["sandbox_s"] > 0
+        assert info["reuse"]["new_lines"] == 3 and info["tool"]["sandbox_s"] > 0
         history = env.get_wrapper_attr("history")
         assert [turn["depth"] for turn in history] == [0, 1] and history[1]["reuse"]["reused"]
         env.close()
