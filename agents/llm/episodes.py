@@ -71,9 +71,10 @@ def chain_episodes(planned: Sequence[Planned]) -> list[EpisodeChain]:
         r = p.record
         if episode_of(r.exp) is None:
             raise GF2ConfigError(
-                f"workspace: episode walks an instance through its depths, but record {p.trial} of {p.source} "
-                f"(g={r.g}, exp={r.exp!r}) is not the step of an episode; evaluate on episodes (--episodes, "
-                "grid: {episodes: true}, or a file from gf2 generate --episodes), or drop --workspace episode."
+                f"workspace: episode walks an instance through its depths, but record {p.trial} of "
+                f"{p.source} (g={r.g}, exp={r.exp!r}) is not the step of an episode; evaluate on episodes "
+                "(--episodes, grid: {episodes: true}, or a file from gf2 generate --episodes), or drop "
+                "--workspace episode."
             )
         groups.setdefault((p.source, p.sampling, r.p, r.d, r.K, r.n, r.exp, p.sample), []).append(p)
     chains = []

@@ -354,6 +354,50 @@ class ToolEpisode:
             return "answer"
         return "truncated" if self.turns and self.turns[-1]["cut_off"] is not None else "no_answer"
 
+    def take_reply(self, reply: Completion, turns_left: int, max_tokens: int) -> str | None:
+        """Take the model's next reply (its counts, its turn): the code it runs, or ``None`` when it runs
+        none, after which the episode is either over (``done``: an error, a final reply, or no turn left)
+        or holds the next user turn. ``turns_left``: the replies allowed after this one; ``max_tokens``:
+        the limit a cut-off reply is told of."""
+        self.prompt_tokens += reply.prompt_tokens or 0
+        self.completion_tokens += reply.completion_tokens or 0
+        self.latency_s += reply.latency_s
+        self.server = reply.server
+        self.errors.extend(reply.errors)
+        if reply.error:
+            self.error, self.done = reply.error, True
+            return None
+        cut = cut_off(reply.text, reply.finish_reason)
+        code = self.protocol.code(reply.text, cut)
+        self.turns.append(
+            {"response": reply.text, "code": code, "sandbox": None, "finish_reason": reply.finish_reason,
+             "stop_reason": reply.stop_reason, "cut_off": cut}
+        )  # fmt: skip
+        self.messages.append({"role": "assistant", "content": reply.text})
+        if code is not None:
+            return code
+        message = None
+        if turns_left > 0:
+            message = self.protocol.after_no_code(
+                reply.text, reply.stop_reason, cut, turns_left, self.k, max_tokens
+            )
+        if message is None:
+            self.finish()
+        else:
+            self.messages.append({"role": "user", "content": message})
+        return None
+
+    def take_result(self, result: Any, turns_left: int) -> None:
+        """Take the sandbox result of the code :meth:`take_reply` returned: the episode ends when no
+        turn is left, else the result goes back to the model as the next user turn."""
+        self.turns[-1]["sandbox"] = result.to_dict()
+        if turns_left == 0:
+            self.finish()
+        else:
+            self.messages.append(
+                {"role": "user", "content": self.protocol.feedback(result, turns_left, self.k, self.revise)}
+            )
+
     def finish(self) -> None:
         """Choose the final answer by the module's precedence."""
         self.done = True
@@ -609,46 +653,19 @@ def run_tool_episodes(
         jobs: list[tuple[ToolEpisode, str]] = []
         still: list[ToolEpisode] = []
         for key, episode in by_key.items():
-            reply = replies[key]
-            episode.prompt_tokens += reply.prompt_tokens or 0
-            episode.completion_tokens += reply.completion_tokens or 0
-            episode.latency_s += reply.latency_s
-            episode.server = reply.server
-            episode.errors.extend(reply.errors)
-            if reply.error:
-                episode.error, episode.done = reply.error, True
-                on_done(episode)
-                continue
-            cut = cut_off(reply.text, reply.finish_reason)
-            code = episode.protocol.code(reply.text, cut)
-            episode.turns.append(
-                {"response": reply.text, "code": code, "sandbox": None, "finish_reason": reply.finish_reason,
-                 "stop_reason": reply.stop_reason, "cut_off": cut}
-            )  # fmt: skip
-            episode.messages.append({"role": "assistant", "content": reply.text})
+            code = episode.take_reply(replies[key], left, params.max_tokens)
             if code is not None:
                 jobs.append((episode, code))
-                continue
-            message = None
-            if left > 0:
-                message = episode.protocol.after_no_code(
-                    reply.text, reply.stop_reason, cut, left, episode.k, params.max_tokens
-                )
-            if message is None:
-                episode.finish()
+            elif episode.done:
                 on_done(episode)
             else:
-                episode.messages.append({"role": "user", "content": message})
                 still.append(episode)
         results = run_jobs(jobs, run_code) if jobs else []
         for (episode, _), result in zip(jobs, results, strict=True):
-            episode.turns[-1]["sandbox"] = result.to_dict()
-            if left == 0:
-                episode.finish()
+            episode.take_result(result, left)
+            if episode.done:
                 on_done(episode)
             else:
-                message = episode.protocol.feedback(result, left, episode.k, episode.revise)
-                episode.messages.append({"role": "user", "content": message})
                 still.append(episode)
         active = still
 

@@ -7,6 +7,12 @@ exactly as it would for the parsed answer. A reply that does not parse to a well
 as a wrong step: the inner env is given a wrong candidate so that its step mode (reveal, terminate,
 retry) applies unchanged. The turns of the episode (prompt, response, score) are kept in
 ``history``, and the chat form of the current step is in ``info["messages"]``.
+
+With ``tools`` (a :class:`gf2env.text.tool_turns.ToolTurns`, e.g.
+:class:`agents.llm.tool_session.SandboxTools`) a step may take several replies: a reply that runs
+code (or must be asked again) gets the session's feedback as the observation, with reward 0 and the
+depth unchanged; the reply that ends the step is graded on the session's final text (see
+:mod:`gf2env.text.tool_turns`). One session spans one episode.
 """
 
 from __future__ import annotations
@@ -20,18 +26,29 @@ from gymnasium import spaces
 from gf2env.combinatorics import rank_support
 from gf2env.env import GF2ReconEnv
 from gf2env.errors import GF2ConfigError, InvalidActionError, ResetNeededError
+from gf2env.records import Record
 from gf2env.text.answers import score_answer
 from gf2env.text.prompt import PAPER_PROMPT_ID, Prompt, check_prompt_id, render_prompt
+from gf2env.text.tool_turns import ToolSession, ToolTurns
 
 MAX_PROMPT_CHARS = 1_000_000
 PRINTABLE = string.printable  # the prompts' alphabet
+
+
+class AnyText(spaces.Text):
+    """Any string within the length bounds (what a sandbox prints can hold any character); samples
+    are drawn from ``charset`` as :class:`gymnasium.spaces.Text`'s are."""
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
 
 
 class GF2ReconTextEnv(gym.Wrapper):
     """GF2Recon with text observations (the prompt) and text actions (the model's reply).
 
     ## Observation space
-    ``Text``: the prompt of the current step (empty after the last step).
+    ``Text``: the prompt of the current step (empty after the last step); with ``tools``, the
+    session's user message (:class:`AnyText`: it may quote the sandbox's output).
 
     ## Action space
     ``Text``: the model's raw reply; any string.
@@ -43,27 +60,42 @@ class GF2ReconTextEnv(gym.Wrapper):
     The inner env's keys, plus on reset and after every step: ``prompt_id``, ``answer_offset`` and
     ``messages`` (chat form of the new prompt); after a step also ``score`` (the grading as a dict:
     correct, failure, indices, answer_text, mode).
+    With ``tools``: ``messages`` is the step's conversation so far (its last message is the
+    observation); after a reply that did not end the step, the session's ``tool_turn``; after one
+    that did, the session's summary of the step (``tool``, ``reuse`` for ``SandboxTools``).
 
     ## Arguments
-    ``gym.make("GF2ReconText-v1", prompt_id="paper", **GF2Recon-v1 kwargs)``.
+    ``gym.make("GF2ReconText-v1", prompt_id="paper", tools=None, **GF2Recon-v1 kwargs)``; ``tools``:
+    a :class:`~gf2env.text.tool_turns.ToolTurns` that runs the model's code (tool turns, above).
 
     ## Version history
     - v0: initial version.
     """
 
-    def __init__(self, prompt_id: str = PAPER_PROMPT_ID, **kwargs: Any) -> None:
+    def __init__(
+        self, prompt_id: str = PAPER_PROMPT_ID, tools: ToolTurns | None = None, **kwargs: Any
+    ) -> None:
         if kwargs.get("render_mode") is not None:
             raise GF2ConfigError(
                 "GF2ReconText-v1 does not render (its observation is the text); drop render_mode."
             )
         check_prompt_id(prompt_id)
+        if tools is not None and not isinstance(tools, ToolTurns):
+            raise GF2ConfigError(
+                f"tools={type(tools).__name__} has no open(); pass a gf2env.text.tool_turns.ToolTurns "
+                "such as agents.llm.tool_session.SandboxTools(), or None for plain replies."
+            )
+        self.tools = tools
+        self._session: ToolSession | None = None
+        self._messages: list[dict[str, str]] = []
         super().__init__(GF2ReconEnv(**kwargs))
         self.inner: GF2ReconEnv = self.env  # type: ignore[assignment]
         self.config = self.inner.config
         self.prompt_id = prompt_id
         self._prompt: Prompt | None = None
         self.history: list[dict[str, Any]] = []
-        self.observation_space = spaces.Text(max_length=MAX_PROMPT_CHARS, min_length=0, charset=PRINTABLE)
+        text = spaces.Text if tools is None else AnyText
+        self.observation_space = text(max_length=MAX_PROMPT_CHARS, min_length=0, charset=PRINTABLE)
         self.action_space = spaces.Text(max_length=MAX_PROMPT_CHARS, min_length=0)
 
     @property
@@ -81,7 +113,16 @@ class GF2ReconTextEnv(gym.Wrapper):
         self._prompt = render_prompt(
             self.prompt_id, prefix, ev.address, ev.payload, ev.labels, n=c.n, p=c.p, d=c.d
         )
-        return self._prompt.text
+        if self._session is None:
+            self._messages = self._prompt.messages()
+        else:
+            self._messages = self._session.begin(self._prompt, Record.from_step(inst, ev))
+        return self._messages[-1]["content"]
+
+    def _end_session(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            session.close()
 
     def _prompt_info(self) -> dict[str, Any]:
         if self._prompt is None:
@@ -89,14 +130,17 @@ class GF2ReconTextEnv(gym.Wrapper):
         return {
             "prompt_id": self.prompt_id,
             "answer_offset": self._prompt.answer_offset,
-            "messages": self._prompt.messages(),
+            "messages": list(self._messages),
         }
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
+        self._end_session()
         _, info = self.inner.reset(seed=seed, options=options)
         self.history = []
+        if self.tools is not None:
+            self._session = self.tools.open()
         text = self._render_current()
         return text, {**info, **self._prompt_info()}
 
@@ -109,8 +153,16 @@ class GF2ReconTextEnv(gym.Wrapper):
             raise ResetNeededError("step() called on a finished or unreset episode; call reset() first.")
         c = self.config
         g = self.inner.depth
+        graded, tool_info = action, {}
+        if self._session is not None:
+            turn = self._session.take(action)
+            self._messages = list(turn.messages)
+            if turn.final_text is None:  # the step goes on: the session's next message
+                info = {"depth": g, **turn.info, **self._prompt_info()}
+                return self._messages[-1]["content"], 0.0, False, False, info
+            graded, tool_info = turn.final_text, turn.info
         target = self.inner.instance.term(g)
-        score = score_answer(action, target, c.p, self._prompt.answer_offset)
+        score = score_answer(graded, target, c.p, self._prompt.answer_offset)
         if score.indices is not None and score.failure.value in ("none", "wrong_term"):
             inner_action: Any = list(score.indices)
         else:  # not a well-formed term: a wrong step, whatever the inner env's mode does with it
@@ -118,11 +170,22 @@ class GF2ReconTextEnv(gym.Wrapper):
         prompt_text = self._prompt.text
         _, reward, terminated, truncated, info = self.inner.step(inner_action)
         record = score.to_dict()
-        self.history.append({"depth": g, "prompt": prompt_text, "response": action, "score": record})
+        turn_record = {"depth": g, "prompt": prompt_text, "response": action, "score": record}
+        if self._session is not None:
+            turn_record.update(graded=graded, **tool_info)
+        self.history.append(turn_record)
+        if terminated or truncated:  # the episode is over: so is its session (its workspace)
+            self._end_session()
         text = "" if terminated else self._render_current()
         if terminated:
-            self._prompt = None
-        return text, float(reward), terminated, truncated, {**info, "score": record, **self._prompt_info()}
+            self._prompt, self._messages = None, []
+        info = {**info, "score": record, **tool_info, **self._prompt_info()}
+        return text, float(reward), terminated, truncated, info
+
+    def close(self) -> None:
+        """Close the episode's tool session (if any), then the inner env."""
+        self._end_session()
+        super().close()
 
 
-__all__ = ["GF2ReconTextEnv"]
+__all__ = ["AnyText", "GF2ReconTextEnv"]
