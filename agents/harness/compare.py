@@ -253,13 +253,18 @@ def _run_compare(config: CompareConfig, progress: bool, start: float, log: Query
         if usage:
             notes.append("tool use by episode class (gf2env's breakdown):\n" + format_tool_usage(usage))
         if any(isinstance(a, LLMAgent) and a.episodes for a in agents):
-            from agents.llm.reuse import episode_table, format_episode_table, format_reuse_table, reuse_table
+            from agents.llm import reuse
 
+            by_depth, built = reuse.reuse_table(lines), reuse.episode_table(lines)
+            config.out.mkdir(parents=True, exist_ok=True)
+            reuse.write_table_csv(config.out / "reuse.csv", by_depth)
+            reuse.write_table_csv(config.out / "episodes.csv", built)
             notes.append(
                 "by mode and depth (episode: a workspace kept across an episode's steps; fresh: an empty "
-                "sandbox a run; text: no tools), means a step:\n" + format_reuse_table(reuse_table(lines))
+                "sandbox a run; text: no tools), means a step; in reuse.csv:\n"
+                + reuse.format_reuse_table(by_depth)
             )
-            notes.append("tools built in episodes:\n" + format_episode_table(episode_table(lines)))
+            notes.append("tools built in episodes (episodes.csv):\n" + reuse.format_episode_table(built))
     if not evaluation.rows:
         why = evaluation.skipped_report() + notes
         raise GF2ConfigError("No agent answered at any setting:\n" + "\n".join(why))

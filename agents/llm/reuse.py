@@ -134,9 +134,23 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+EPISODE_COLUMNS = ("reuse_rate", "tool_share", "gamma_with_tool", "new_lines")
+
+
+def _episode_columns(group: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+    with_tool = [bool(line["correct"]) for line in group if line["tools_before"]]
+    return {
+        "reuse_rate": _mean([bool(line["reused"]) for line in group]),
+        "tool_share": _mean([bool(line["tools_before"]) for line in group]),
+        "gamma_with_tool": _mean(with_tool),
+        "new_lines": _mean([line["new_lines"] for line in group]),
+    }
+
+
 def reuse_table(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (model, mode, g): answered queries, γ (mean correct) with its Jeffreys 95% interval, the
-    share of steps that reused the workspace (episode mode; ``None`` otherwise), and the means a step
+    """Per (model, mode, g): answered queries, γ (mean correct) with its Jeffreys 95% interval; in
+    episode mode (``None`` otherwise) the share of steps that reused the workspace, the share that
+    began with a tool in it (a function or class) and γ over those; and the means a step
     of new code lines, sandbox runs, sandbox ms, prompt and completion tokens and model seconds."""
     from agents.llm.query_log import unique_entries
     from gf2env.report.results import jeffreys_interval
@@ -153,8 +167,7 @@ def reuse_table(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         rows.append({
             "model": model, "mode": mode, "g": g, "queries": len(group), "gamma": wins / len(group),
             "gamma_lo": float(lo), "gamma_hi": float(hi),
-            "reuse_rate": _mean([bool(line["reused"]) for line in group]) if mode == "episode" else None,
-            "new_lines": _mean([line["new_lines"] for line in group]) if mode == "episode" else None,
+            **(_episode_columns(group) if mode == "episode" else dict.fromkeys(EPISODE_COLUMNS)),
             "sandbox_runs": _mean([line["tool_calls"] for line in group]) if tools else None,
             "sandbox_ms": _mean([1000 * line["sandbox_s"] for line in group]) if tools else None,
             "prompt_tokens": _mean([line["prompt_tokens"] or 0 for line in group]),
@@ -200,6 +213,17 @@ def episode_table(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def write_table_csv(path: Any, rows: Sequence[dict[str, Any]]) -> None:
+    """Rows of :func:`reuse_table` or :func:`episode_table` as CSV (an empty cell: no value)."""
+    import csv
+
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else [])
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+
+
 def _cell(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
@@ -208,6 +232,7 @@ def format_reuse_table(rows: Sequence[dict[str, Any]]) -> str:
     """:func:`reuse_table` as a text table."""
     head = (
         f"{'model':<24} {'mode':<8} {'g':>3} {'n':>4} {'gamma':>6} {'interval':>15} {'reuse':>6} "
+        f"{'tool':>5} {'γ tool':>6} "
         f"{'new ln':>6} {'runs':>5} {'sbx ms':>7} {'prompt':>7} {'compl':>6} {'model s':>7}"
     )
     out = [head]
@@ -215,7 +240,8 @@ def format_reuse_table(rows: Sequence[dict[str, Any]]) -> str:
         interval = f"[{r['gamma_lo']:.3f}, {r['gamma_hi']:.3f}]"
         out.append(
             f"{r['model']:<24} {r['mode']:<8} {r['g']:>3} {r['queries']:>4} {r['gamma']:>6.3f} "
-            f"{interval:>15} {_cell(r['reuse_rate'], '.2f'):>6} "
+            f"{interval:>15} {_cell(r['reuse_rate'], '.2f'):>6} {_cell(r['tool_share'], '.2f'):>5} "
+            f"{_cell(r['gamma_with_tool'], '.3f'):>6} "
             f"{_cell(r['new_lines'], '.1f'):>6} {_cell(r['sandbox_runs'], '.2f'):>5} "
             f"{_cell(r['sandbox_ms'], '.0f'):>7} {_cell(r['prompt_tokens'], '.0f'):>7} "
             f"{_cell(r['completion_tokens'], '.0f'):>6} {_cell(r['model_s'], '.2f'):>7}"
@@ -250,4 +276,5 @@ __all__ = [
     "step_reuse",
     "used_from_workspace",
     "workspace_note",
+    "write_table_csv",
 ]

@@ -220,6 +220,9 @@ def test_gf2_eval_runs_episode_mode_on_a_grid_and_on_a_file_of_episodes(server, 
     done = gf2(*ask, "--workspace", "episode", "--episodes", *setting, "--out", str(tmp_path / "grid"))
     assert done.returncode == 0, done.stderr
     assert "by mode and depth" in done.stdout and "tools built in episodes" in done.stdout
+    table = (tmp_path / "grid" / "reuse.csv").read_text().splitlines()
+    assert table[0].startswith("model,mode,g,queries,gamma,gamma_lo,gamma_hi,reuse_rate,tool_share")
+    assert [line.split(",")[7] for line in table[1:]] == ["0.0", "1.0", "1.0"]  # reuse rate by depth
     rows = read_results_csv(tmp_path / "grid" / "results.csv")
     assert len(rows) == 6 and all(row["correct"] for row in rows)
     lines = QueryLog(tmp_path / "grid" / "queries.jsonl").lines()
