@@ -7,8 +7,8 @@ an agent that :class:`AsksAhead` first gets every cell at once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -39,6 +39,14 @@ class Estimate:
     tie_size: np.ndarray  # candidates sharing the maximum
     gamma: np.ndarray | None  # posterior mass on the truth (None when the truth is unknown)
     argmax_accuracy: np.ndarray | None  # [truth among the maxima] / tie size
+    # what each step cost: compute column (gf2env.report.schema.COMPUTE_COLUMNS) -> (R,) floats, NaN
+    # where unknown; the harness adds wall_ms (its own clock) where the agent gives none
+    compute: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def compute_row(self, i: int) -> dict[str, float | None]:
+        """Record ``i``'s compute columns (``None``: unknown)."""
+        values = {column: float(array[i]) for column, array in self.compute.items()}
+        return {column: None if np.isnan(value) else value for column, value in values.items()}
 
 
 class ChecksSupport:

@@ -17,8 +17,8 @@ from typing import Any
 
 from agents.harness.grid import Grid
 from agents.llm.queries import SamplingParams
-from gf2env.errors import GF2ConfigError
-from gf2env.report.schema import SUMMARY, Column
+from gf2env.errors import GF2ConfigError, RecordFormatError
+from gf2env.report.schema import SUMMARY, Column, missing, read_table
 from gf2env.settings import TaskSettings, check_depths
 
 GAMMA = SUMMARY.around(
@@ -72,8 +72,20 @@ def read_gamma_csv(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         return []
+    return [GAMMA.parse(row, f"{path} line {i + 2}") for i, row in enumerate(read_table(path, GAMMA))]
+
+
+def _header(path: Path) -> list[str]:
+    """The columns of an existing ``gamma.csv``: :data:`GAMMA`'s, less the compute columns where it was
+    written before them (else :class:`RecordFormatError`)."""
     with open(path, newline="") as fh:
-        return [GAMMA.parse(row, f"{path} line {i + 2}") for i, row in enumerate(csv.DictReader(fh))]
+        header = next(csv.reader(fh), [])
+    if missing(header, GAMMA.required) or missing(GAMMA.names, header):
+        raise RecordFormatError(
+            f"{path} has the header {header}, not a gamma log's {list(GAMMA_COLUMNS)}; move it away or "
+            f"pass another output_dir."
+        )
+    return header
 
 
 class GammaLog:
@@ -94,9 +106,10 @@ class GammaLog:
                extra_scalars: dict[str, float] | None = None) -> dict[int, float]:  # fmt: skip
         """Append one evaluation (summary rows of :func:`summarize`); returns γ by depth."""
         rows = [{"step": step, **head, **row, "time": time.time()} for row in summary]
-        new = not self.csv_path.exists()
+        new = not self.csv_path.exists() or self.csv_path.stat().st_size == 0
+        columns = GAMMA_COLUMNS if new else _header(self.csv_path)  # a resumed run's file keeps its columns
         with open(self.csv_path, "a", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=GAMMA_COLUMNS, extrasaction="ignore")
+            writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
             if new:
                 writer.writeheader()
             writer.writerows(rows)

@@ -15,8 +15,9 @@ A comparison is described by a YAML file (``configs/*.yaml``) or the same keys o
     executor: local      # or ray: one Ray task per cell × agent (agents.harness.executors)
     address: auto        # ray only: the cluster (auto, HOST:6379, ray://HOST:10001); none: a local Ray
 
-:func:`run_compare` writes ``results.csv`` (one row per agent × record), ``summary.csv`` (per agent
-and setting, with Jeffreys intervals) and the figures that the settings support into ``out``; LLM
+:func:`run_compare` writes ``results.csv`` (one row per agent × record, with what it cost),
+``summary.csv`` (per agent and setting, with Jeffreys intervals and mean compute per step) and the
+figures that the settings support (γ against compute per step too) into ``out``; LLM
 agents also keep their resumable query log there (``queries.jsonl``).
 """
 
@@ -38,9 +39,16 @@ from agents.llm.query_log import QueryLog
 from agents.sb3_agent import SB3Spec
 from gf2env.errors import GF2ConfigError
 from gf2env.record_files import read_record_columns
+from gf2env.report.compute_plot import write_compute_figures
 from gf2env.report.fit import METHODS, EffectivePrefixFit, fit_agents, write_fits_csv
 from gf2env.report.plots import write_figures
-from gf2env.report.results import format_summary, summarize, write_results_csv, write_summary_csv
+from gf2env.report.results import (
+    format_compute,
+    format_summary,
+    summarize,
+    write_results_csv,
+    write_summary_csv,
+)
 from gf2env.settings import PER_DEPTH, check_bools, check_keys, dataclass_from_mapping, read_yaml_mapping
 
 _TOP_KEYS = {"agents", "grid", "records", "out", "level", "plots", "fit", "description",
@@ -280,7 +288,16 @@ def _run_compare(config: CompareConfig, progress: bool, start: float, log: Query
 
         tool_usage_csv = config.out / "tool_usage.csv"
         write_paper_tool_usage(tool_usage_csv, paper_usage)
+    compute = format_compute(summary)
+    if compute:
+        notes.append(
+            "compute per step (mean over a depth's records; tokens: prompt + completion):\n" + compute
+        )
     figures = write_figures(summary, config.out) if config.plots else []
+    if config.plots:
+        compute_figures, left_out = write_compute_figures(summary, config.out)
+        figures += compute_figures
+        notes.extend(f"note: {line}" for line in left_out)
     fits: list[EffectivePrefixFit] = []
     fit_csv = None
     if config.fit:

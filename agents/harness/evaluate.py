@@ -1,8 +1,8 @@
 """Run agents over the cells of a grid or a records file (:mod:`agents.harness.grid`) and collect rows.
 
 :func:`evaluate` feeds each :class:`~gf2env.posterior.StepBatch` to every agent and returns one
-row per agent × record (``gf2env.report.results.RESULT_COLUMNS``), wherever its executor
-(:mod:`agents.harness.executors`) answers the cells; an agent that asks ahead (an
+row per agent × record (``gf2env.report.results.RESULT_COLUMNS``, with what the step cost the agent),
+wherever its executor (:mod:`agents.harness.executors`) answers the cells; an agent that asks ahead (an
 LLM) first gets every cell it supports, so its queries at all depths are in flight together. An
 agent that cannot run at a setting (the exact data-only posterior past its depth limit) is skipped
 there and the skip is reported.
@@ -92,6 +92,7 @@ def evaluate(
                         "action": int(est.action[i]),
                         "target": int(b.target[i]),
                         "num_candidates": b.num_candidates,
+                        **est.compute_row(i),  # what the step cost (gf2env.report.schema.COMPUTE)
                     }
                 )
     bar.close()

@@ -4,7 +4,7 @@ One idea: an agent's answer on a cell is a pure function of ``(agent, cell, seed
 (:func:`answer_cell`: its tie-breaking generator is fixed by the seed, the agent and the setting), so
 an executor only decides where that function runs. :func:`agents.harness.evaluate.evaluate` builds
 the rows from the answers, in cell order, whichever executor ran them: the rows, the summary and
-the fit are the same bytes either way.
+the fit are the same bytes either way, but for the measured compute columns (``wall_ms``...).
 
 The Ray executor ships each cell once to the object store and runs one task per cell × agent:
 estimators travel as themselves, SB3 agents as their checkpoint (:class:`~agents.sb3_agent.SB3Spec`
@@ -17,6 +17,7 @@ import it by name.
 from __future__ import annotations
 
 import re
+import time
 import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -56,7 +57,9 @@ Answer = Estimate | Skipped
 
 
 def answer_cell(agent: Agent, cell: Cell, seed: int) -> Answer:
-    """``agent`` on ``cell``: its estimate, or why it skips the setting. A pure function of its inputs."""
+    """``agent`` on ``cell``: its estimate, or why it skips the setting. A pure function of its inputs,
+    but for the measured ``wall_ms``: the time of ``answer`` divided by the cell's records, unless the
+    agent measured its own (an LLM: its model and sandbox time, not its lookups)."""
     b = cell.batch
     if not agent.supports(b.p, b.d, b.K, b.g):
         try:
@@ -64,7 +67,12 @@ def answer_cell(agent: Agent, cell: Cell, seed: int) -> Answer:
         except GF2ConfigError as err:
             return Skipped(str(err))
         return Skipped(None)
-    return agent.answer(cell, agent_rng(seed, agent.name, cell))
+    start = time.perf_counter()
+    estimate = agent.answer(cell, agent_rng(seed, agent.name, cell))
+    wall_ms = (time.perf_counter() - start) * 1000 / b.R
+    if "wall_ms" in estimate.compute:
+        return estimate
+    return replace(estimate, compute={**estimate.compute, "wall_ms": np.full(b.R, wall_ms)})
 
 
 class Executor(Protocol):

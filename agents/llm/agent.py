@@ -36,7 +36,7 @@ from agents.base import Cell, Estimate
 from agents.llm.openai_server import MAX_RESPONSE_BYTES, OpenAICompatibleBackend
 from agents.llm.planning import plan_queries
 from agents.llm.queries import APIS, Backend, SamplingParams
-from agents.llm.query_log import QueryLog, entry_action, log_entry
+from agents.llm.query_log import QueryLog, entry_action, log_entry, mean_compute
 from gf2env.errors import GF2ConfigError
 from gf2env.settings import check_keys, check_scalar_types
 from gf2env.text.prompt import PAPER_PROMPT_ID, check_prompt_id
@@ -371,13 +371,15 @@ class LLMAgent:
             self._ask([s for c in todo for s in c.steps], progress, chains=todo)
 
     def answer(self, cell: Cell, rng: np.random.Generator | None = None) -> Estimate:
-        """Ask (or look up) every query of the cell's records; γ and action a record (NaN γ: no answer)."""
+        """Ask (or look up) every query of the cell's records; γ and action a record (NaN γ: no answer),
+        and what a record's answers cost, the mean over its samples (``query_log.mean_compute``)."""
         samples = self.spec.samples
         planned = self._plan(cell)
         self._ask_new(planned)
         n = len(cell.records)
         gamma = np.full(n, np.nan)
         action = np.full(n, -1, dtype=np.int64)
+        compute: dict[str, np.ndarray] = {}
         for i in range(n):
             queries = planned[i * samples : (i + 1) * samples]
             ok = [self._answered[q.query.key] for q in queries if q.query.key in self._answered]
@@ -386,9 +388,11 @@ class LLMAgent:
                 continue
             gamma[i] = float(np.mean([e["correct"] for e in ok]))
             action[i] = entry_action(ok[0])
+            for column, value in mean_compute(ok).items():
+                compute.setdefault(column, np.full(n, np.nan))[i] = np.nan if value is None else value
         correct = (action == cell.batch.target).astype(float)
         return Estimate(action=action, tie_size=np.ones(n, dtype=np.int64), gamma=gamma,
-                        argmax_accuracy=correct)  # fmt: skip
+                        argmax_accuracy=correct, compute=compute)  # fmt: skip
 
     def _ask(self, todo: Sequence[Any], progress: bool = False, chains: Sequence[Any] = ()) -> None:
         """Ask ``todo`` (the steps of ``chains`` in episode mode) and log each answer as it comes."""

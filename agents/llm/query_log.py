@@ -14,7 +14,8 @@ head, e.g. a conflicting one, still counts).
 
 :func:`log_entry` is the line of one answered query (the scorer's verdict included);
 :func:`log_rows` turns a log alone into the tidy results rows of :mod:`gf2env.report.results` (one
-row a query), so the summary, plots and effective-prefix fit are the estimators' own.
+row a query), so the summary, plots and effective-prefix fit are the estimators' own;
+:func:`entry_compute` is what a query cost, in the results' compute columns.
 """
 
 from __future__ import annotations
@@ -194,9 +195,46 @@ def unique_entries(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(best.values())
 
 
+def entry_compute(entry: dict[str, Any]) -> dict[str, float | None]:
+    """What one answered query cost, as the compute columns of ``gf2env.report.results`` (``None``:
+    unknown): its tokens, model latency and (tool mode: a line with ``turns``) sandbox runs and time;
+    ``wall_ms`` is model + sandbox time. A query without tools ran no code: 0 runs, 0 ms."""
+
+    def ms(seconds: Any) -> float | None:
+        return None if seconds is None else 1000.0 * float(seconds)
+
+    def number(value: Any) -> float | None:
+        return None if value is None else float(value)
+
+    tools = "turns" in entry
+    model_ms = ms(entry.get("latency_s"))
+    sandbox_ms = ms(entry.get("sandbox_s")) if tools else 0.0
+    runs = number(entry.get("tool_calls")) if tools else 0.0
+    return {
+        "wall_ms": None if model_ms is None or sandbox_ms is None else model_ms + sandbox_ms,
+        "model_ms": model_ms,
+        "prompt_tokens": number(entry.get("prompt_tokens")),
+        "completion_tokens": number(entry.get("completion_tokens")),
+        "sandbox_runs": runs,
+        "sandbox_ms": sandbox_ms,
+    }
+
+
+def mean_compute(entries: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+    """The mean of :func:`entry_compute` over ``entries`` (a record's samples), column by column, over
+    the entries that know it (``None``: none does)."""
+    each = [entry_compute(e) for e in entries]
+    out: dict[str, float | None] = {}
+    for column in each[0] if each else ():
+        known = [value for c in each if (value := c[column]) is not None]
+        out[column] = sum(known) / len(known) if known else None
+    return out
+
+
 def log_rows(lines: Sequence[dict[str, Any]], agent: str | None = None) -> list[dict[str, Any]]:
     """Tidy results rows (``gf2env.report.results.RESULT_COLUMNS``) of the answered queries of a log,
-    one a query however often it was logged (:func:`unique_entries`)."""
+    one a query however often it was logged (:func:`unique_entries`), with what it cost
+    (:func:`entry_compute`)."""
     from math import comb
 
     rows = []
@@ -211,6 +249,7 @@ def log_rows(lines: Sequence[dict[str, Any]], agent: str | None = None) -> list[
                 "p": p, "d": d, "K": line["K"], "n": line["n"], "g": line["g"], "trial": line["trial"],
                 "seed": line["seed"], "gamma": float(line["correct"]), "correct": int(line["correct"]),
                 "action": action, "target": rank_support(line["target"], p), "num_candidates": comb(p, d - 1),
+                **entry_compute(line),
             }
         )  # fmt: skip
     return rows
@@ -220,8 +259,10 @@ __all__ = [
     "RESPONSE_KEEP_CHARS",
     "QueryLog",
     "entry_action",
+    "entry_compute",
     "kept_reply",
     "log_entry",
     "log_rows",
+    "mean_compute",
     "unique_entries",
 ]

@@ -6,11 +6,15 @@ import argparse
 from pathlib import Path
 
 from gf2env.errors import GF2ConfigError
+from gf2env.report.schema import COMPUTE_MEASURES
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    from gf2env.report.compute_plot import DEFAULT_MEASURE, check_measure, has_compute, write_compute_figures
     from gf2env.report.plots import write_figures
     from gf2env.report.results import read_results_csv, read_summary_csv, summarize
+
+    measure = check_measure(args.compute or DEFAULT_MEASURE)
 
     path = Path(args.table)
     if not path.exists():
@@ -19,6 +23,15 @@ def cmd_plot(args: argparse.Namespace) -> int:
     summary = read_summary_csv(path) if "gamma_mean" in header else summarize(read_results_csv(path))
     out = Path(args.out) if args.out else path.parent
     for fig in write_figures(summary, out):
+        print(f"wrote {fig}")
+    if not has_compute(summary):
+        if args.compute:
+            print(f"note: {path} has no compute columns (written before them?): no γ-against-compute figure")
+        return 0
+    figures, notes = write_compute_figures(summary, out, measure)
+    for line in notes:
+        print(f"note: {line}")
+    for fig in figures:
         print(f"wrote {fig}")
     return 0
 
@@ -67,6 +80,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     plot = sub.add_parser("plot", help="draw the figures a summary.csv (or results.csv) supports")
     plot.add_argument("table", help="summary.csv or results.csv written by gf2 compare")
     plot.add_argument("--out", help="output directory (default: next to the table)")
+    plot.add_argument(
+        "--compute",
+        choices=COMPUTE_MEASURES,
+        help="x of the γ-against-compute-per-step figure, drawn when the table has compute columns "
+        "(default: wall_ms, which every agent has)",
+    )
     plot.set_defaults(func=cmd_plot)
 
     fit = sub.add_parser("fit", help="effective-prefix fit (k = u*g vs k = v) of each agent's results")

@@ -6,8 +6,23 @@ well: ``gamma``, the agent's probability of the true next term (posterior mass f
 for plain policies), ``correct`` (its chosen ``action`` equals ``target``; both are candidate ranks)
 and ``num_candidates`` ``= C(p, d-1)``.
 
+What the step cost (``COMPUTE_COLUMNS``; optional: blank where unknown, and files written before
+them read as blank). For an LLM each is the mean over the record's samples (one answer's cost):
+
+===================== ==========================================================================
+``wall_ms``           the agent's own time for the step: an estimator's or policy's time in
+                      ``answer`` divided by the records it answered at once; an LLM's ``model_ms``
+                      + ``sandbox_ms`` (time waiting for a server queue is not counted)
+``model_ms``          an LLM's model latency for the query (all turns of a tool episode)
+``prompt_tokens``     tokens an LLM read (summed over a tool episode's turns)
+``completion_tokens`` tokens an LLM wrote (likewise)
+``sandbox_runs``      runs of the model's code in the sandbox (0 for an LLM without tools)
+``sandbox_ms``        their summed wall time
+===================== ==========================================================================
+
 :func:`summarize` groups rows by ``SUMMARY_KEYS`` and gives the mean γ and accuracy of each group
-with Jeffreys intervals (:func:`jeffreys_interval`).
+with Jeffreys intervals (:func:`jeffreys_interval`), and the mean of each compute column over the
+group's rows that have it (blank where none has); :func:`format_compute` prints them.
 """
 
 from __future__ import annotations
@@ -23,11 +38,13 @@ from scipy.stats import beta
 
 from gf2env.errors import GF2ConfigError, RecordFormatError
 from gf2env.report.schema import (
+    COMPUTE_COLUMNS,
     RESULTS,
     SUMMARY,
     SUMMARY_KEYS,
     ErrorType,
     format_cell,
+    is_blank,
     missing,
     read_table,
 )
@@ -43,11 +60,17 @@ FloatOrArray = float | np.ndarray
 
 
 def _coerce_result(row: Mapping[str, Any], where: str, error: ErrorType) -> dict[str, Any]:
-    """``row``'s ``RESULT_COLUMNS`` with their types restored and checked; extra keys are dropped."""
-    absent = missing(row.keys(), RESULT_COLUMNS)
+    """``row``'s ``RESULT_COLUMNS`` with their types restored and checked; extra keys are dropped (and
+    absent compute columns are blank: ``None``)."""
+    absent = missing(row.keys(), RESULTS.required)
     if absent:
-        raise error(f"{where} lacks the columns {absent}; a results row needs all of {list(RESULT_COLUMNS)}.")
+        raise error(
+            f"{where} lacks the columns {absent}; a results row needs all of {list(RESULTS.required)}."
+        )
     out = RESULTS.parse(row, where, error)
+    for column in COMPUTE_COLUMNS:
+        if out[column] is not None and out[column] < 0:
+            raise error(f"{where}: {column}={out[column]!r} is negative; a cost is >= 0 (blank: unknown).")
     gamma = out["gamma"]
     if not -_GAMMA_SLACK <= gamma <= 1 + _GAMMA_SLACK:
         raise error(f"{where}: gamma={gamma!r} is outside [0, 1]; gamma is a probability.")
@@ -177,13 +200,15 @@ def jeffreys_interval(
 
 
 def summarize(rows: Iterable[Mapping[str, Any]], level: float = 0.95) -> list[dict[str, Any]]:
-    """Mean γ and accuracy, with Jeffreys intervals, of each ``SUMMARY_KEYS`` group of results rows.
+    """Mean γ and accuracy, with Jeffreys intervals, of each ``SUMMARY_KEYS`` group of results rows,
+    and the mean of each compute column over the group's rows that have it (``None``: none has).
 
     Groups come in order of first appearance of the agent, then sorted by sampling, p, d, K, g.
     ``chance`` is ``1 / num_candidates``, the success rate of a history-only guess.
     """
     agent_order: dict[str, int] = {}
     groups: dict[tuple[Any, ...], list[float]] = {}  # key -> [trials, Σγ, Σcorrect, num_candidates]
+    costs: dict[tuple[Any, ...], dict[str, list[float]]] = {}  # key -> compute column -> known values
     for i, raw in enumerate(rows):
         row = _coerce_result(raw, f"results row {i}", GF2ConfigError)
         agent_order.setdefault(row["agent"], len(agent_order))
@@ -192,6 +217,10 @@ def summarize(rows: Iterable[Mapping[str, Any]], level: float = 0.95) -> list[di
         acc[0] += 1
         acc[1] += row["gamma"]
         acc[2] += row["correct"]
+        known = costs.setdefault(key, {c: [] for c in COMPUTE_COLUMNS})
+        for column in COMPUTE_COLUMNS:
+            if row[column] is not None:
+                known[column].append(row[column])
     if not groups:
         return []
     keys = sorted(groups, key=lambda k: (agent_order[k[0]], *k[1:]))
@@ -215,6 +244,7 @@ def summarize(rows: Iterable[Mapping[str, Any]], level: float = 0.95) -> list[di
                 "accuracy_hi": float(a_hi[j]),
                 "chance": 1.0 / candidates,
                 "level": float(level),
+                **{c: float(np.mean(v)) if v else None for c, v in costs[key].items()},
             }
         )
     return out
@@ -225,7 +255,7 @@ def write_summary_csv(path: str | Path, summary: Iterable[Mapping[str, Any]]) ->
     rows = list(summary)
     floats = SUMMARY.of(float)
     for i, row in enumerate(rows):
-        absent = missing(row.keys(), SUMMARY_COLUMNS)
+        absent = missing(row.keys(), SUMMARY.required)
         if absent:
             raise GF2ConfigError(
                 f"summary row {i} lacks the columns {absent}; pass rows made by summarize()."
@@ -234,7 +264,9 @@ def write_summary_csv(path: str | Path, summary: Iterable[Mapping[str, Any]]) ->
         writer = csv.writer(fh)
         writer.writerow(SUMMARY_COLUMNS)
         for row in rows:
-            cells = [float(row[c]) if c in floats else row[c] for c in SUMMARY_COLUMNS]
+            cells: list[Any] = [row.get(c) for c in SUMMARY_COLUMNS]
+            cells = [None if is_blank(v) else float(v) if c in floats else v
+                     for c, v in zip(SUMMARY_COLUMNS, cells, strict=True)]  # fmt: skip
             writer.writerow([format_cell(c) for c in cells])
     return len(rows)
 
@@ -272,14 +304,60 @@ def format_summary(summary: Iterable[Mapping[str, Any]]) -> str:
                 f"{row['chance']:.3g}",
             ]
         )
-    widths = [max(len(line[j]) for line in table) for j in range(len(header))]
-    left = {0, 1}  # text columns; numbers are right-aligned
+    return _fixed_width(table, left=2)
+
+
+def _fixed_width(table: list[list[str]], left: int) -> str:
+    """``table`` (a header line, then rows) as aligned text: the first ``left`` columns to the left,
+    the rest (numbers) to the right, a rule under the header."""
+    widths = [max(len(line[j]) for line in table) for j in range(len(table[0]))]
     lines = [
         "  ".join(
-            cell.ljust(w) if j in left else cell.rjust(w)
+            cell.ljust(w) if j < left else cell.rjust(w)
             for j, (cell, w) in enumerate(zip(line, widths, strict=True))
         )
         for line in table
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(line.rstrip() for line in lines)
+
+
+def compute_value(row: Mapping[str, Any], measure: str) -> float | None:
+    """A row's value of a compute measure (one of ``schema.COMPUTE_MEASURES``: a compute column, or
+    ``total_tokens``, prompt + completion), ``None`` where unknown."""
+    parts = ("prompt_tokens", "completion_tokens") if measure == "total_tokens" else (measure,)
+    values: list[Any] = [row.get(c) for c in parts]
+    return None if any(is_blank(v) for v in values) else sum(float(v) for v in values)
+
+
+_COMPUTE_SHOWN = (  # measure, title, format
+    ("total_tokens", "tokens", ".0f"),
+    ("wall_ms", "wall ms", ".3g"),
+    ("model_ms", "model ms", ".4g"),
+    ("sandbox_runs", "sandbox runs", ".2f"),
+    ("sandbox_ms", "sandbox ms", ".4g"),
+)
+
+
+def format_compute(summary: Iterable[Mapping[str, Any]]) -> str:
+    """A fixed-width text table of what a step cost each agent at each depth: γ, then the mean tokens
+    (prompt + completion), wall ms, model ms, sandbox runs and sandbox ms per step, those that some
+    row has ("-": unknown). Empty when no row has any compute column."""
+    rows = list(summary)
+    if not any(not is_blank(row.get(c)) for row in rows for c in COMPUTE_COLUMNS):
+        return ""
+
+    def cell(row: Mapping[str, Any], measure: str, digits: str) -> str:
+        value = compute_value(row, measure)
+        return "-" if value is None else format(value, digits)
+
+    varying = [k for k in ("sampling", "p", "d", "K") if len({row[k] for row in rows}) > 1]
+    shown = [(m, title, digits) for m, title, digits in _COMPUTE_SHOWN
+             if any(compute_value(row, m) is not None for row in rows)]  # fmt: skip
+    table = [["agent", *varying, "g", "γ", *(title for _, title, _ in shown)]]
+    for row in rows:
+        table.append(
+            [str(row["agent"]), *(str(row[k]) for k in varying), str(row["g"]), f"{row['gamma_mean']:.3f}",
+             *(cell(row, m, digits) for m, _, digits in shown)]
+        )  # fmt: skip
+    return _fixed_width(table, left=1)

@@ -32,11 +32,16 @@ ErrorType = Callable[[str], Exception]
 @dataclass(frozen=True)
 class Column:
     """A named, typed column (``int``, ``float`` or ``str``); ``optional`` cells may be blank (a
-    blank number reads back as ``None``, a blank string as ``""``)."""
+    blank number reads back as ``None``, a blank string as ``""``). An ``added`` column came after
+    files were first written: a file or row without it reads as if its cells were blank."""
 
     name: str
     kind: type
     optional: bool = False
+    added: bool = False
+
+    def __post_init__(self) -> None:
+        assert self.optional or not self.added, f"column {self.name}: an added column is optional"
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,11 @@ class Table:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        """The names of the columns every file and row has (all but the ``added`` ones)."""
+        return tuple(c.name for c in self.columns if not c.added)
 
     def of(self, kind: type) -> tuple[str, ...]:
         """The names of the columns of type ``kind``."""
@@ -64,7 +74,7 @@ class Table:
         """``row``'s columns with their types restored (see :class:`Column` for blank cells)."""
         out: dict[str, Any] = {}
         for col in self.columns:
-            value = row[col.name]
+            value = row.get(col.name) if col.added else row[col.name]
             if col.kind is str:
                 out[col.name] = to_str(value, col.name, where, error, required=not col.optional)
             elif col.optional and is_blank(value):
@@ -77,6 +87,20 @@ class Table:
                 raise AssertionError(f"column {col.name} has no converter for {col.kind}")
         return out
 
+
+#: What a step cost the agent that answered it (blank: unknown). Per record, averaged over its samples
+#: where an LLM answers a record several times; see :mod:`gf2env.report.results` for each column.
+COMPUTE = (
+    Column("wall_ms", float, optional=True, added=True),
+    Column("model_ms", float, optional=True, added=True),
+    Column("prompt_tokens", float, optional=True, added=True),
+    Column("completion_tokens", float, optional=True, added=True),
+    Column("sandbox_runs", float, optional=True, added=True),
+    Column("sandbox_ms", float, optional=True, added=True),
+)
+COMPUTE_COLUMNS = tuple(c.name for c in COMPUTE)
+#: What compute can be measured in (plots, tables): the compute columns, and prompt + completion tokens.
+COMPUTE_MEASURES = (*COMPUTE_COLUMNS, "total_tokens")
 
 RESULTS = Table(
     "results",
@@ -96,6 +120,7 @@ RESULTS = Table(
         Column("action", int),
         Column("target", int),
         Column("num_candidates", int),
+        *COMPUTE,
     ),
 )
 
@@ -118,6 +143,7 @@ SUMMARY = Table(
         Column("accuracy_hi", float),
         Column("chance", float),
         Column("level", float),
+        *COMPUTE,  # the group's mean of each (blank where none of its rows has it)
     ),
 )
 
@@ -213,22 +239,28 @@ def missing(keys: Iterable[str], columns: Sequence[str]) -> list[str]:
 
 
 def read_table(path: str | Path, table: Table) -> list[dict[str, str]]:
-    """The raw rows of a CSV that has (at least) ``table``'s columns, else :class:`RecordFormatError`."""
+    """The raw rows of a CSV that has (at least) ``table``'s required columns, else
+    :class:`RecordFormatError` (an ``added`` column it lacks reads as blank)."""
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         if reader.fieldnames is None:
             raise RecordFormatError(
                 f"{path} is empty; a {table.kind} CSV starts with the header {list(table.names)}."
             )
-        absent = missing(reader.fieldnames, table.names)
+        absent = missing(reader.fieldnames, table.required)
         if absent:
+            added = [c for c in table.names if c not in table.required]
             raise RecordFormatError(
-                f"{path} lacks the columns {absent}; a {table.kind} CSV has the header {list(table.names)}."
+                f"{path} lacks the columns {absent}; a {table.kind} CSV has the header {list(table.required)}"
+                + (f" (and optionally {added})." if added else ".")
             )
         return list(reader)
 
 
 __all__ = [
+    "COMPUTE",
+    "COMPUTE_COLUMNS",
+    "COMPUTE_MEASURES",
     "D_CURVE",
     "DEPTH_COUNTS",
     "FITS",

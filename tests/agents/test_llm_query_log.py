@@ -231,3 +231,39 @@ def test_a_flooded_reply_is_logged_as_a_failed_query_naming_its_size_and_the_set
         )
     assert all(line["status"] == "ok" for line in good)
     assert f"{len(bad)} records have no answer" in done.stdout
+
+
+def test_llm_rows_carry_what_each_step_cost(server, tmp_path):
+    """Results rows (the agent's, a record's mean over its samples) and a log's own rows (one a query)
+    carry the tokens and model latency of the log; without tools, no sandbox run and wall = model."""
+    out = tmp_path / "run"
+    run = subprocess.run(gf2_eval(f"{server.url}/ok", out, "--samples", "2", "--depths", "0,2", "--trials",
+                                  "3"), capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    lines = QueryLog(out / "queries.jsonl").lines()
+    assert len(lines) == 12
+    by_record: dict[tuple[int, int], list[dict]] = {}
+    for line in lines:
+        by_record.setdefault((line["g"], line["trial"]), []).append(line)
+    rows = read_results_csv(out / "results.csv")
+    assert len(rows) == 6
+    for r in rows:
+        samples = by_record[(r["g"], r["trial"])]
+        model_ms = sum(1000 * x["latency_s"] for x in samples) / 2
+        assert (r["prompt_tokens"], r["completion_tokens"], r["sandbox_runs"], r["sandbox_ms"]) == (
+            11,
+            7,
+            0,
+            0,
+        )
+        assert r["model_ms"] == pytest.approx(model_ms) and r["model_ms"] > 0
+        assert r["wall_ms"] == pytest.approx(model_ms)
+    from_log = log_rows(lines)
+    assert len(from_log) == 12
+    for r, line in zip(from_log, lines, strict=True):
+        assert (r["prompt_tokens"], r["completion_tokens"], r["sandbox_runs"]) == (11, 7, 0)
+        assert r["model_ms"] == r["wall_ms"] == pytest.approx(1000 * line["latency_s"])
+    table = run.stdout[run.stdout.index("compute per step") :].splitlines()
+    assert table[1].split() == ["agent", "g", "γ", "tokens", "wall", "ms", "model", "ms", "sandbox", "runs",
+                                "sandbox", "ms"]  # fmt: skip
+    assert table[3].split()[:4] == ["tiny", "0", table[3].split()[2], "18"]

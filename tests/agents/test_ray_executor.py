@@ -26,7 +26,9 @@ from agents.harness.evaluate import evaluate, make_agents
 from agents.harness.executors import ExecutorSpec, RayExecutor
 from agents.harness.grid import Grid, grid_cells
 from gf2env.errors import GF2ConfigError
+from gf2env.report.results import read_results_csv
 from tests.extras import require_extra
+from tests.measured import unmeasured, unmeasured_csv
 from tests.paths import REPO as ROOT
 
 GRID_FLAGS = ["--p", "8,12", "--depths", "0,1,3,7", "--trials", "40", "--seed", "3"]
@@ -117,8 +119,9 @@ def test_gf2_compare_on_a_ray_cluster_writes_the_local_runs_bytes(cluster, tmp_p
     remote = _gf2_compare(tmp_path / "ray", "--executor", "ray", "--address", cluster["address"], env=ray_env)
     assert remote.returncode == 0, remote.stderr[-3000:]
     assert "Connecting to existing Ray cluster" in remote.stderr  # its own cluster, not a new local one
-    for name in CSVS:
-        assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
+    for name in CSVS:  # the same bytes but for the measured compute columns
+        assert unmeasured_csv(tmp_path / "ray" / name) == unmeasured_csv(tmp_path / "local" / name), name
+    assert all(float(r["wall_ms"]) > 0 for r in read_results_csv(tmp_path / "ray" / "results.csv"))
     # 2 settings x 4 depths x 40 trials, 4 agents less B-exact past its depth limit; skips reported alike
     assert "B-exact skipped at g = 7" in remote.stdout and "B-exact skipped at g = 7" in local.stdout
 
@@ -153,8 +156,8 @@ def test_llm_and_sb3_agents_beside_ray_tasks_give_the_local_rows(cluster, server
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
         assert run.returncode == 0, run.stderr[-3000:]
         assert "ppo skipped at g = 4" in run.stdout  # trained with n=4 terms: reported, not lost
-    for name in CSVS:
-        assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
+    for name in CSVS:  # the same bytes but for the measured compute columns
+        assert unmeasured_csv(tmp_path / "ray" / name) == unmeasured_csv(tmp_path / "local" / name), name
     rows = (tmp_path / "ray" / "results.csv").read_text().splitlines()
     assert {row.split(",")[0] for row in rows[1:]} == {"A", "C", "llm", "ppo"}
     # The LLM's queries went from the driver, each run from its own log (its out folder).
@@ -173,7 +176,11 @@ def test_in_process_with_a_local_ray_of_its_own(monkeypatch):
     local = evaluate(agents, grid_cells(grid), seed=7, progress=False)
     remote = evaluate(agents, grid_cells(grid), seed=7, progress=False, executor=RayExecutor(window=2))
     assert not ray.is_initialized()  # it stopped the Ray it started
-    assert remote.rows == local.rows and remote.skipped == local.skipped and local.skipped
+    assert (
+        unmeasured(remote.rows) == unmeasured(local.rows)
+        and remote.skipped == local.skipped
+        and local.skipped
+    )
     skips = sum(len(cases) for cases in local.skipped.values())  # B-exact past its limit (g = 5, p = 12)
     assert len(local.rows) == 30 * (3 * 8 - skips)
 

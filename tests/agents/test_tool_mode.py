@@ -244,6 +244,21 @@ def test_revisions_after_a_failing_run_and_the_budget(server, tmp_path):
         )
         assert "NameError" in x["turns"][0]["sandbox"]["stderr"]
     assert sum(x["correct"] for x in lines) >= 5  # the decoder is right unless the step is ambiguous
+    # What each step cost, from the log into the rows: 2 sandbox runs, their time, the model's 3 turns.
+    logged = {(x["g"], x["trial"]): x for x in lines}
+    for r in read_results_csv(tmp_path / "revise" / "results.csv"):
+        x = logged[(r["g"], r["trial"])]
+        assert (
+            r["sandbox_runs"] == 2
+            and r["sandbox_ms"] == pytest.approx(1000 * x["sandbox_s"])
+            and r["sandbox_ms"] > 0
+        )
+        assert r["model_ms"] == pytest.approx(1000 * x["latency_s"])
+        assert r["wall_ms"] == pytest.approx(r["model_ms"] + r["sandbox_ms"])
+        assert (
+            r["prompt_tokens"] == x["prompt_tokens"] > 0 and r["completion_tokens"] == x["completion_tokens"]
+        )
+    assert "compute per step" in run.stdout and "sandbox runs" in run.stdout
     # No revisions: the model's one code run is the answer.
     run = gf2_tools(f"{server.url}/solver", tmp_path / "once", *grid, "--max-revisions", "0")
     assert run.returncode == 0, run.stderr
