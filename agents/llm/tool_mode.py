@@ -494,7 +494,8 @@ def turn_seed(seed: int, turn: int) -> int:
 def tool_usage(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """gf2env's tool-use breakdown from a query log (the paper's table is :func:`paper_tool_usage`):
     per (model, g), how many answered queries made no, one or several tool calls, and the accuracy
-    of each class (``None`` where the class is empty);
+    of each class (``None`` where the class is empty; episode mode's steps are the model's row
+    ``"<model> (episode)"``);
     then the share of queries whose outcome is ``truncated`` (no answer, the last reply cut off by
     ``max_tokens``) and the number of cut-off replies over all their turns (``0`` for logs from
     before ``tools-v2``, which did not record them)."""
@@ -503,7 +504,8 @@ def tool_usage(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for line in unique_entries(lines):  # a query logged twice counts once
         if line.get("status") != "ok" or "tool_use" not in line:
             continue
-        key = (line["model"], int(line["g"]))
+        episode = line.get("workspace") == "episode"  # episode mode: a row of its own
+        key = (f"{line['model']} (episode)" if episode else line["model"], int(line["g"]))
         cell = groups.setdefault(key, {c: [] for c in TOOL_USE_CLASSES})
         cell[line["tool_use"]].append(bool(line["correct"]))
         counts = truncated.setdefault(key, [0, 0])
@@ -554,11 +556,12 @@ def paper_tool_usage(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     - ``multi_tool``: the same episodes scored after the whole revise loop (the logged verdict).
 
     Only models with a tool run have a row; a rate is ``None`` where its budget has no queries
-    (e.g. no no-tool run was logged)."""
+    (e.g. no no-tool run was logged). Episode mode's steps (a workspace kept across depths) are not
+    the paper's protocol and are left out."""
     cells: dict[tuple[str, str, int, int], dict[str, list[bool]]] = {}
     plain: dict[tuple[str, str, int, int], list[bool]] = {}
     for line in unique_entries(lines):  # a query logged twice counts once
-        if line.get("status") != "ok":
+        if line.get("status") != "ok" or line.get("workspace") == "episode":  # not the paper's protocol
             continue
         model_class = str(line.get("model_class", line.get("backend", "")))
         key = (model_class, line["model"], int(line["g"]), int(line["p"]))

@@ -220,6 +220,8 @@ def test_gf2_eval_runs_episode_mode_on_a_grid_and_on_a_file_of_episodes(server, 
     done = gf2(*ask, "--workspace", "episode", "--episodes", *setting, "--out", str(tmp_path / "grid"))
     assert done.returncode == 0, done.stderr
     assert "by mode and depth" in done.stdout and "tools built in episodes" in done.stdout
+    assert "builder (episode)" in done.stdout  # its own row of the tool-use breakdown
+    assert "the paper's table" not in done.stdout  # episode steps are not the paper's protocol
     table = (tmp_path / "grid" / "reuse.csv").read_text().splitlines()
     assert table[0].startswith("model,mode,g,queries,gamma,gamma_lo,gamma_hi,reuse_rate,tool_share")
     assert [line.split(",")[7] for line in table[1:]] == ["0.0", "1.0", "1.0"]  # reuse rate by depth
