@@ -404,7 +404,7 @@ class LLMAgent:
         backend, params, stats = self.backend, self.spec.sampling, self.stats
         bar = tqdm(total=len(todo), unit="query", desc=self.name, disable=not progress)
 
-        model_class = {"model_class": self.spec.model_class or backend.name}
+        model_class = {"model_class": self.spec.model_class or backend.name, "agent": self.name}
 
         def on_result(completion: Any, extra: dict[str, Any] | None = None) -> None:
             extra = {**model_class, **(extra or {})}

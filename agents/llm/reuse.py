@@ -12,11 +12,11 @@ the workspace defined before and after the step. The analysis reads the code (``
 trace it, so an import in a branch that did not run still counts, and code that does not parse
 counts as no reuse.
 
-:func:`reuse_table` sums a query log up by model, mode (``episode``: a persistent workspace;
+:func:`reuse_table` sums a query log up by agent, mode (``episode``: a persistent workspace;
 ``fresh``: tool mode with an empty sandbox a run; ``text``: no tools) and depth: γ with its interval,
-the reuse rate, new lines, sandbox runs and ms, tokens a step; :func:`episode_table` by model and
-mode: the depth at which a tool (a function or class in the workspace) first appears, and γ before
-and after it.
+the reuse rate, new lines, sandbox runs and ms, tokens a step; :func:`episode_table` by agent: the
+depth at which a tool (a function or class in the workspace) first appears, and γ before and after
+it.
 """
 
 from __future__ import annotations
@@ -123,6 +123,11 @@ def step_reuse(
     }
 
 
+def log_agent(line: dict[str, Any]) -> str:
+    """Who answered a query log line: the agent's name (logs before it was recorded: the model's)."""
+    return str(line.get("agent") or line["model"])
+
+
 def log_mode(line: dict[str, Any]) -> str:
     """A query log line's mode: ``episode``, ``fresh`` (tool mode without a workspace) or ``text``."""
     if line.get("workspace") == "episode":
@@ -148,24 +153,24 @@ def _episode_columns(group: Sequence[dict[str, Any]]) -> dict[str, float | None]
 
 
 def reuse_table(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (model, mode, g): answered queries, γ (mean correct) with its Jeffreys 95% interval; in
-    episode mode (``None`` otherwise) the share of steps that reused the workspace, the share that
-    began with a tool in it (a function or class) and γ over those; and the means a step
-    of new code lines, sandbox runs, sandbox ms, prompt and completion tokens and model seconds."""
+    """Per (agent, mode, g) (:func:`log_agent`): answered queries, γ (mean correct) with its Jeffreys
+    95% interval; in episode mode (``None`` otherwise) the share of steps that reused the workspace,
+    the share that began with a tool in it (a function or class) and γ over those; and the means a
+    step of new code lines, sandbox runs, sandbox ms, prompt and completion tokens and model seconds."""
     from agents.llm.query_log import unique_entries
     from gf2env.report.results import jeffreys_interval
 
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for line in unique_entries(lines):
         if line.get("status") == "ok":
-            groups.setdefault((line["model"], log_mode(line), int(line["g"])), []).append(line)
+            groups.setdefault((log_agent(line), log_mode(line), int(line["g"])), []).append(line)
     rows = []
-    for (model, mode, g), group in sorted(groups.items()):
+    for (agent, mode, g), group in sorted(groups.items()):
         wins = sum(bool(line["correct"]) for line in group)
         lo, hi = jeffreys_interval(wins, len(group))
         tools = mode != "text"
         rows.append({
-            "model": model, "mode": mode, "g": g, "queries": len(group), "gamma": wins / len(group),
+            "agent": agent, "mode": mode, "g": g, "queries": len(group), "gamma": wins / len(group),
             "gamma_lo": float(lo), "gamma_hi": float(hi),
             **(_episode_columns(group) if mode == "episode" else dict.fromkeys(EPISODE_COLUMNS)),
             "sandbox_runs": _mean([line["tool_calls"] for line in group]) if tools else None,
@@ -178,7 +183,7 @@ def reuse_table(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def episode_table(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (model) of episode-mode lines: episodes, those in which a tool (a function or class in the
+    """Per agent of episode-mode lines: episodes, those in which a tool (a function or class in the
     workspace) appeared, the mean depth it first appeared at, and γ over the steps before it and
     over the steps after it (the step that built it counts as before; ``None`` where no step)."""
     from agents.llm.query_log import unique_entries
@@ -186,11 +191,11 @@ def episode_table(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     episodes: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for line in unique_entries(lines):
         if line.get("status") == "ok" and log_mode(line) == "episode":
-            episodes.setdefault((line["model"], line["episode_id"]), []).append(line)
-    models: dict[str, dict[str, list[Any]]] = {}
-    for (model, _), steps in sorted(episodes.items()):
+            episodes.setdefault((log_agent(line), line["episode_id"]), []).append(line)
+    agents: dict[str, dict[str, list[Any]]] = {}
+    for (agent, _), steps in sorted(episodes.items()):
         steps.sort(key=lambda line: int(line["g"]))
-        acc = models.setdefault(model, {"first": [], "before": [], "after": [], "episodes": []})
+        acc = agents.setdefault(agent, {"first": [], "before": [], "after": [], "episodes": []})
         acc["episodes"].append(1)
         first = next((int(line["g"]) for line in steps if line["tools_after"]), None)
         if first is not None:
@@ -200,7 +205,7 @@ def episode_table(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             acc["after" if after else "before"].append(bool(line["correct"]))
     return [
         {
-            "model": model,
+            "agent": agent,
             "episodes": len(acc["episodes"]),
             "with_tool": len(acc["first"]),
             "first_tool_g": _mean(acc["first"]),
@@ -209,7 +214,7 @@ def episode_table(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "gamma_after": _mean(acc["after"]),
             "steps_after": len(acc["after"]),
         }  # fmt: skip
-        for model, acc in models.items()
+        for agent, acc in agents.items()
     ]
 
 
@@ -231,7 +236,7 @@ def _cell(value: float | None, spec: str) -> str:
 def format_reuse_table(rows: Sequence[dict[str, Any]]) -> str:
     """:func:`reuse_table` as a text table."""
     head = (
-        f"{'model':<24} {'mode':<8} {'g':>3} {'n':>4} {'gamma':>6} {'interval':>15} {'reuse':>6} "
+        f"{'agent':<24} {'mode':<8} {'g':>3} {'n':>4} {'gamma':>6} {'interval':>15} {'reuse':>6} "
         f"{'tool':>5} {'γ tool':>6} "
         f"{'new ln':>6} {'runs':>5} {'sbx ms':>7} {'prompt':>7} {'compl':>6} {'model s':>7}"
     )
@@ -239,7 +244,7 @@ def format_reuse_table(rows: Sequence[dict[str, Any]]) -> str:
     for r in rows:
         interval = f"[{r['gamma_lo']:.3f}, {r['gamma_hi']:.3f}]"
         out.append(
-            f"{r['model']:<24} {r['mode']:<8} {r['g']:>3} {r['queries']:>4} {r['gamma']:>6.3f} "
+            f"{r['agent']:<24} {r['mode']:<8} {r['g']:>3} {r['queries']:>4} {r['gamma']:>6.3f} "
             f"{interval:>15} {_cell(r['reuse_rate'], '.2f'):>6} {_cell(r['tool_share'], '.2f'):>5} "
             f"{_cell(r['gamma_with_tool'], '.3f'):>6} "
             f"{_cell(r['new_lines'], '.1f'):>6} {_cell(r['sandbox_runs'], '.2f'):>5} "
@@ -252,12 +257,12 @@ def format_reuse_table(rows: Sequence[dict[str, Any]]) -> str:
 def format_episode_table(rows: Sequence[dict[str, Any]]) -> str:
     """:func:`episode_table` as a text table."""
     out = [
-        f"{'model':<24} {'episodes':>8} {'w/ tool':>7} {'first g':>7} {'γ before (steps)':>17} "
+        f"{'agent':<24} {'episodes':>8} {'w/ tool':>7} {'first g':>7} {'γ before (steps)':>17} "
         f"{'γ after (steps)':>16}"
     ]
     for r in rows:
         out.append(
-            f"{r['model']:<24} {r['episodes']:>8} {r['with_tool']:>7} {_cell(r['first_tool_g'], '.1f'):>7} "
+            f"{r['agent']:<24} {r['episodes']:>8} {r['with_tool']:>7} {_cell(r['first_tool_g'], '.1f'):>7} "
             f"{_cell(r['gamma_before'], '.3f'):>10} ({r['steps_before']:>4}) "
             f"{_cell(r['gamma_after'], '.3f'):>9} ({r['steps_after']:>4})"
         )
@@ -271,6 +276,7 @@ __all__ = [
     "episode_table",
     "format_episode_table",
     "format_reuse_table",
+    "log_agent",
     "log_mode",
     "reuse_table",
     "step_reuse",

@@ -152,7 +152,7 @@ def test_a_tool_built_at_the_first_step_is_imported_at_the_later_ones(server, tm
         (g, 1.0, 1.0) for g in (1, 2, 3)
     ]
     assert episode_table(lines) == [
-        {"model": "builder", "episodes": 3, "with_tool": 3, "first_tool_g": 0.0, "gamma_before": 1.0,
+        {"agent": "builder", "episodes": 3, "with_tool": 3, "first_tool_g": 0.0, "gamma_before": 1.0,
          "steps_before": 3, "gamma_after": 1.0, "steps_after": 9}
     ]  # fmt: skip
 
@@ -223,7 +223,7 @@ def test_gf2_eval_runs_episode_mode_on_a_grid_and_on_a_file_of_episodes(server, 
     assert "builder (episode)" in done.stdout  # its own row of the tool-use breakdown
     assert "the paper's table" not in done.stdout  # episode steps are not the paper's protocol
     table = (tmp_path / "grid" / "reuse.csv").read_text().splitlines()
-    assert table[0].startswith("model,mode,g,queries,gamma,gamma_lo,gamma_hi,reuse_rate,tool_share")
+    assert table[0].startswith("agent,mode,g,queries,gamma,gamma_lo,gamma_hi,reuse_rate,tool_share")
     assert [line.split(",")[7] for line in table[1:]] == ["0.0", "1.0", "1.0"]  # reuse rate by depth
     rows = read_results_csv(tmp_path / "grid" / "results.csv")
     assert len(rows) == 6 and all(row["correct"] for row in rows)
@@ -244,3 +244,20 @@ def test_gf2_eval_runs_episode_mode_on_a_grid_and_on_a_file_of_episodes(server, 
 
     lone = gf2(*ask, "--workspace", "episode", *setting, "--out", str(tmp_path / "lone"))
     assert lone.returncode == 2 and "--episodes" in lone.stderr  # a grid's depths are not one instance
+
+
+@needs_bwrap
+def test_the_tables_tell_two_agents_of_one_model_apart(server, tmp_path):
+    log = QueryLog(tmp_path / "q.jsonl")
+    base = spec(server)
+    hot = replace(base, name="hot", sampling=replace(base.sampling, temperature=1.0))
+    cold = replace(base, name="cold")
+    evaluate([LLMAgent(hot, log), LLMAgent(cold, log)], episode_cells([walk(41)]), progress=False)
+    lines = log.lines()
+    assert {line["agent"] for line in lines} == {"hot", "cold"} and {line["model"] for line in lines} == {
+        "builder"
+    }
+    assert sorted((r["agent"], r["g"]) for r in reuse_table(lines)) == sorted(
+        (name, g) for name in ("hot", "cold") for g in range(4)
+    )
+    assert [(r["agent"], r["episodes"]) for r in episode_table(lines)] == [("cold", 1), ("hot", 1)]
