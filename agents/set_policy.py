@@ -86,12 +86,15 @@ class GF2SetExtractor(BaseFeaturesExtractor):
     """``[candidate logits (C) | pooled sample features (2 hidden) | depth one-hot (n+1)]`` of a
     ``GF2Recon-v1`` observation, invariant to the order of its samples (see the module docs)."""
 
-    def __init__(self, observation_space: spaces.Dict, d: int, hidden: int = 64, bit_hidden: int = 32):
+    def __init__(
+        self, observation_space: spaces.Dict, d: int, hidden: int = 64, bit_hidden: int = 32,
+        history: bool = True,
+    ):  # fmt: skip
         n, p = (int(x) for x in observation_space["prefix"].shape or ())
         supports = all_supports(p, d - 1)
         self.num_candidates = len(supports)
         super().__init__(observation_space, self.num_candidates + 2 * hidden + n + 1)
-        self.n, self.p, self.d = n, p, d
+        self.n, self.p, self.d, self.history = n, p, d, history
         self.value_dim = 2 * hidden + n + 1
         self.sample_net = _mlp([2 * n + p + 3, hidden, hidden])
         self.head = GF2CandidateHead(supports, hidden, bit_hidden)
@@ -107,6 +110,8 @@ class GF2SetExtractor(BaseFeaturesExtractor):
         known = torch.cumsum(depth.flip(-1), -1).flip(-1)[:, 1:]  # (B, n): 1 where j < depth
         missing = torch.einsum("bkp,bjp->bkj", 1.0 - payload, prefix)  # payload bits of term j not set
         term_fires = address * (missing < 0.5).float() * known.unsqueeze(1)  # (B, K, n)
+        if not self.history:  # the ablation: no prefix, the label stands for the residual
+            term_fires = torch.zeros_like(term_fires)
         residual = torch.remainder(labels + term_fires.sum(-1), 2.0)
         a_g = (address * depth[:, None, : self.n]).sum(-1)  # the current term's address bit
         x = torch.cat([address, payload, labels.unsqueeze(-1), term_fires, residual.unsqueeze(-1),
@@ -143,15 +148,18 @@ class GF2SetPolicy(ActorCriticPolicy):
     """Actor-critic with :class:`GF2SetExtractor`; its logits are the action distribution's.
 
     ``d`` is the task's term degree; ``hidden``/``bit_hidden`` size the extractor; ``net_arch`` (a
-    list, or ``{vf: [...]}``) the value MLP."""
+    list, or ``{vf: [...]}``) the value MLP; ``history=False`` is the ablation that does not see the
+    prefix (no known-term firings, the label in place of the residual: estimator B's information)."""
 
     def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, lr_schedule: Any, *,
-                 d: int, hidden: int = 64, bit_hidden: int = 32, **kwargs: Any) -> None:  # fmt: skip
+                 d: int, hidden: int = 64, bit_hidden: int = 32, history: bool = True,
+                 **kwargs: Any) -> None:  # fmt: skip
         if not isinstance(action_space, spaces.Discrete):
             raise GF2ConfigError(f"GF2SetPolicy needs GF2Recon-v1's Discrete actions, not {action_space}.")
-        self.d, self.hidden, self.bit_hidden = d, hidden, bit_hidden
+        self.d, self.hidden, self.bit_hidden, self.history = d, hidden, bit_hidden, history
         kwargs["features_extractor_class"] = GF2SetExtractor
-        kwargs["features_extractor_kwargs"] = {"d": d, "hidden": hidden, "bit_hidden": bit_hidden}
+        kwargs["features_extractor_kwargs"] = {"d": d, "hidden": hidden, "bit_hidden": bit_hidden,
+                                               "history": history}  # fmt: skip
         kwargs.setdefault("share_features_extractor", True)
         if not kwargs["share_features_extractor"]:
             raise GF2ConfigError("GF2SetPolicy shares its extractor between actor and critic; drop "
@@ -183,7 +191,7 @@ class GF2SetPolicy(ActorCriticPolicy):
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
-        data.update(d=self.d, hidden=self.hidden, bit_hidden=self.bit_hidden)
+        data.update(d=self.d, hidden=self.hidden, bit_hidden=self.bit_hidden, history=self.history)
         for key in ("features_extractor_class", "features_extractor_kwargs"):
             data.pop(key, None)
         return data

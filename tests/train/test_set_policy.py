@@ -182,3 +182,12 @@ def test_a_short_training_run_from_a_config(tmp_path, algo):
     assert max(r["step"] for r in rows) >= 1024 and {r["g"] for r in rows} == {0, 1}
     agent = SB3Agent(SB3Spec(str(out / "final.zip"), algo))
     assert isinstance(agent.model.policy, GF2SetPolicy)
+
+
+def test_the_history_ablation_does_not_see_the_prefix():
+    obs = batch(SMALL, depths=(2,))
+    other = {**obs, "prefix": np.zeros_like(obs["prefix"])}  # the known terms forgotten
+    for history in (True, False):
+        model = make_model(GF2SetPolicy, SMALL, policy_kwargs={"d": 3, "history": history})
+        changed = np.abs(logits_and_values(model, other)[0] - logits_and_values(model, obs)[0]).max()
+        assert (changed > 1e-6) == history
