@@ -11,7 +11,8 @@ timesteps, ``eval_seed``), ``checkpoint_every`` (timesteps), ``seed`` and ``outp
 
 Top to bottom: the vector env (:class:`gf2env.integrations.sb3_vec_env.SB3VecEnv`, sub-env ``i``
 seeded ``seed + i``) →
-the algorithm with ``MultiInputPolicy`` (TensorBoard logs in ``output_dir/tensorboard``) →
+the algorithm with ``MultiInputPolicy`` or a policy named in :data:`agents.set_policy.SB3_POLICIES`
+(``policy: GF2SetPolicy``, its ``d`` from the env) (TensorBoard logs in ``output_dir/tensorboard``) →
 callbacks (γ_g on the harness's held-out grid through :class:`agents.sb3_agent.SB3Agent`, written
 by :class:`train.gamma_log.GammaLog`; checkpoints) → ``learn`` → ``output_dir/final.zip``, which
 ``gf2 compare`` loads as an agent (``- sb3: {path: .../final.zip, algo: ppo}``).
@@ -156,8 +157,15 @@ def build_model(config: SB3Config) -> Any:
 
     env = SB3VecEnv(config.num_envs, **config.env)
     env.seed(config.seed)
+    from agents.set_policy import SB3_POLICIES, resolve_policy
+
     hyper = {"policy": "MultiInputPolicy", "device": "cpu", **config.hyper}
-    policy = hyper.pop("policy")
+    policy = resolve_policy(hyper.pop("policy"), config.algo)
+    if isinstance(policy, type) and policy in {cls for cls, _ in SB3_POLICIES.values()}:
+        kwargs = dict(hyper.get("policy_kwargs") or {})
+        if kwargs.setdefault("d", config.task.d) != config.task.d:
+            raise GF2ConfigError(f"policy_kwargs d={kwargs['d']} is not the env's d={config.task.d}; drop d.")
+        hyper["policy_kwargs"] = kwargs
     algo = getattr(sb3, config.algo.upper())
     logs = str(config.output_dir / "tensorboard")
     try:
