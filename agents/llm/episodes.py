@@ -128,11 +128,12 @@ def run_episodes(
         wave = chains[start : start + parallel]
         workspaces = [sandbox.workspace() for _ in wave]
         seen: list[set[str]] = [set() for _ in wave]
+        # what each workspace holds: read once a step, at its end (nothing runs before the next step)
+        before = {i: workspaces[i].inventory() for i in range(len(wave))}  # empty: no run has begun
         try:
             for s in range(max(len(chain.steps) for chain in wave)):
                 live = [i for i, chain in enumerate(wave) if s < len(chain.steps)]
                 held = [workspaces[i] for i in live]
-                before = dict(zip(live, _each(lambda w: w.inventory(), held), strict=True))
                 episodes: dict[int, ToolEpisode] = {}
                 for i in live:
                     step = wave[i].steps[s]
@@ -154,6 +155,7 @@ def run_episodes(
                         **step_reuse(codes, before[i], after[i], seen[i]),
                     }
                     on_step(episode, fields)
+                before.update(after)
         finally:
             for workspace in workspaces:
                 workspace.close()

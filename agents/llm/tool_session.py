@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agents.llm.episodes import WORKSPACE_MODES
 from agents.llm.queries import Completion, Query
 from agents.llm.reuse import step_reuse, workspace_note
 from agents.llm.tool_mode import ToolEpisode, run_jobs, start_episode, tool_protocol
@@ -33,8 +34,6 @@ from gf2env.errors import GF2ConfigError, ResetNeededError
 from gf2env.records import Record
 from gf2env.text.prompt import Prompt
 from gf2env.text.tool_turns import ToolTurn
-
-WORKSPACE_MODES = ("episode", "fresh")
 
 
 class SandboxTools:
@@ -163,4 +162,4 @@ class SandboxToolSession:
             self.workspace.close()
 
 
-__all__ = ["WORKSPACE_MODES", "SandboxToolSession", "SandboxTools"]
+__all__ = ["SandboxToolSession", "SandboxTools"]
