@@ -157,7 +157,7 @@ def reuse_table(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     95% interval; in episode mode (``None`` otherwise) the share of steps that reused the workspace,
     the share that began with a tool in it (a function or class) and γ over those; and the means a
     step of new code lines, sandbox runs, sandbox ms, prompt and completion tokens and model seconds."""
-    from agents.llm.query_log import unique_entries
+    from agents.llm.query_log import entry_compute, unique_entries
     from gf2env.report.results import jeffreys_interval
 
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
@@ -169,15 +169,16 @@ def reuse_table(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         wins = sum(bool(line["correct"]) for line in group)
         lo, hi = jeffreys_interval(wins, len(group))
         tools = mode != "text"
+        costs = [entry_compute(line) for line in group]  # the results' compute columns, read once
         rows.append({
             "agent": agent, "mode": mode, "g": g, "queries": len(group), "gamma": wins / len(group),
             "gamma_lo": float(lo), "gamma_hi": float(hi),
             **(_episode_columns(group) if mode == "episode" else dict.fromkeys(EPISODE_COLUMNS)),
-            "sandbox_runs": _mean([line["tool_calls"] for line in group]) if tools else None,
-            "sandbox_ms": _mean([1000 * line["sandbox_s"] for line in group]) if tools else None,
-            "prompt_tokens": _mean([line["prompt_tokens"] or 0 for line in group]),
-            "completion_tokens": _mean([line["completion_tokens"] or 0 for line in group]),
-            "model_s": _mean([line["latency_s"] for line in group]),
+            "sandbox_runs": _mean([c["sandbox_runs"] or 0 for c in costs]) if tools else None,
+            "sandbox_ms": _mean([c["sandbox_ms"] or 0 for c in costs]) if tools else None,
+            "prompt_tokens": _mean([c["prompt_tokens"] or 0 for c in costs]),
+            "completion_tokens": _mean([c["completion_tokens"] or 0 for c in costs]),
+            "model_s": _mean([(c["model_ms"] or 0) / 1000 for c in costs]),
         })  # fmt: skip
     return rows
 
