@@ -1,15 +1,23 @@
-"""A permutation-invariant actor-critic policy for stable-baselines3 on ``GF2Recon-v1`` (PPO and A2C).
+"""Permutation-invariant policies for stable-baselines3 on ``GF2Recon-v1`` (PPO, A2C and DQN).
 
 The K samples of an observation are a set, a candidate is a set of payload bits, and a known term
 masks the samples it fires on; an MLP over the flattened bits knows none of this. Here:
 
-- per sample ``k``: its address bits, payload bits, label, whether each known term ``j < depth``
-  fires on it (``a_j`` AND the term's payload bits, computed exactly from the observation), the
-  residual label ``r_k`` (the label XOR those firings) and the current term's address bit ``a_g``,
-  encoded by one shared MLP into ``h_k``;
+- per sample ``k``: its address bits, payload bits, label, the current term's address bit ``a_g``
+  and the prefix as its ``history`` says, encoded by one shared MLP into ``h_k``:
+
+  - ``"exact"``: whether each known term ``j < depth`` fires on it (``a_j`` AND the term's payload
+    bits, computed from the observation) and the residual label ``r_k`` (the label XOR those
+    firings): using the history is built in;
+  - ``"learned"``: the prefix encoded per known term, and what to make of it learned: per sample and
+    known term, an MLP over the sample's address bit for the term and the four counts of (term bit,
+    sample bit) pairs over the p payload bits (the sum over the term's bits of a learned pair
+    embedding is linear in them), summed over the known terms; ``r_k`` is a learned
+    ``sigmoid(w . h_k)``. Whether the policy learns to use the history is then measured, not given;
+  - ``"none"``: the ablation without the prefix; the label stands for ``r_k`` (B's information);
 - the action head scores candidate ``S`` from its member bits: per sample and bit ``i`` an embedding
   ``e_ki = f(h_k, v_ki)``; per sample and candidate ``sum_{i in S} e_ki`` with the exact firing
-  ``c_kS = AND_{i in S} v_ki`` (through the ``(C, d-1)`` support table, a buffer), ``a_g c_kS``,
+  ``c_kS = AND_{i in S} v_ki`` (through the ``(C, p)`` support incidence matrix, a buffer), ``a_g c_kS``,
   ``r_k`` and the label, through a shared MLP; pooled over samples (mean and max) and scored by a
   shared MLP into one logit. Its parameters do not depend on ``C(p, d-1)`` (nor on p, n or K);
 - the value is an MLP over the samples' pooled ``h`` (mean and max) and the depth.
@@ -17,12 +25,13 @@ masks the samples it fires on; an MLP over the flattened bits knows none of this
 Mean and max pooling make logits and value invariant to the order of the samples. SB3's policy
 sees the extractor's output as ``[logits (C) | value features]``: :class:`GF2SetPolicy` splits it,
 passing the logits straight to the categorical distribution (no ``Linear(latent, C)`` action net).
+For DQN, :class:`GF2SetQPolicy` takes the same scores as the candidates' Q-values.
 
 In a config::
 
-    ppo:
-      policy: GF2SetPolicy            # resolved by name (see :func:`resolve_policy`)
-      policy_kwargs: {hidden: 64, bit_hidden: 32, net_arch: [64]}
+    ppo:                              # or a2c:, dqn:
+      policy: GF2SetPolicy            # resolved by name and algorithm (see :func:`resolve_policy`)
+      policy_kwargs: {hidden: 64, bit_hidden: 32, net_arch: [64], history: exact}
 
 ``d`` (the support size is ``d - 1``) is taken from the env by ``train.sb3``. Checkpoints pickle the
 policy class by its module path, so ``gf2 compare`` loads them as any other SB3 checkpoint.
@@ -37,6 +46,7 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.dqn.policies import DQNPolicy, QNetwork
 from torch import nn
 
 from gf2env.combinatorics import all_supports
@@ -50,18 +60,28 @@ def _mlp(sizes: list[int]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+HISTORY_MODES = ("exact", "learned", "none")  # what a GF2SetPolicy makes of the prefix (module docs)
+
+
 class GF2CandidateHead(nn.Module):
     """One logit per candidate support, from per-sample per-bit embeddings; parameters independent
-    of the number of candidates."""
+    of the number of candidates.
 
-    NUM_EXACT = 5  # c_kS, a_g c_kS, r_k, label_k, a_g,k
+    The pair MLP's first layer is applied by parts (the same map as one ``Linear`` over the member
+    sum and the five exact features ``c_kS, a_g c_kS, r_k, label_k, a_g``): members through the
+    ``(C, p)`` incidence matrix, so no ``(B, K, C, d-1, E)`` tensor is built."""
 
-    def __init__(self, supports: np.ndarray, hidden: int, bit_hidden: int) -> None:
+    def __init__(self, supports: np.ndarray, p: int, hidden: int, bit_hidden: int) -> None:
         super().__init__()
-        self.supports: torch.Tensor
-        self.register_buffer("supports", torch.as_tensor(supports, dtype=torch.long), persistent=False)
+        incidence = np.zeros((len(supports), p), dtype=np.float32)
+        np.put_along_axis(incidence, supports, 1.0, axis=1)
+        self.incidence: torch.Tensor
+        self.register_buffer("incidence", torch.as_tensor(incidence), persistent=False)
+        self.size = supports.shape[1]  # d - 1 member bits a candidate
         self.bit_net = _mlp([hidden + 1, bit_hidden])
-        self.pair_net = _mlp([bit_hidden + self.NUM_EXACT, bit_hidden, bit_hidden])
+        self.member = nn.Linear(bit_hidden, bit_hidden, bias=False)  # on sum_{i in S} e_ki
+        self.firing = nn.Linear(2, bit_hidden, bias=False)  # on c_kS and a_g c_kS
+        self.sample = nn.Linear(3, bit_hidden)  # on r_k, label_k, a_g
         self.score = nn.Sequential(nn.Linear(2 * bit_hidden, bit_hidden), nn.ReLU(), nn.Linear(bit_hidden, 1))
 
     def forward(
@@ -71,15 +91,27 @@ class GF2CandidateHead(nn.Module):
         """``h`` (B, K, H), ``payload`` (B, K, p), the rest (B, K) → logits (B, C)."""
         B, K, p = payload.shape
         per_bit = h.unsqueeze(2).expand(B, K, p, h.shape[-1])
-        bits = self.bit_net(torch.cat([per_bit, payload.unsqueeze(-1)], -1))
-        members = bits[:, :, self.supports]  # (B, K, C, d-1, E)
-        fires = payload[:, :, self.supports].prod(-1)  # (B, K, C): AND of the member bits, exact
-        C = fires.shape[-1]
-        per_sample = torch.stack([residual, labels, a_g], -1).unsqueeze(2).expand(B, K, C, 3)
-        exact = torch.cat([fires.unsqueeze(-1), (a_g.unsqueeze(-1) * fires).unsqueeze(-1), per_sample], -1)
-        z = self.pair_net(torch.cat([members.sum(3), exact], -1))  # (B, K, C, E)
-        pooled = torch.cat([z.mean(1), z.amax(1)], -1)  # (B, C, 2E): over samples
+        bits = self.bit_net(torch.cat([per_bit, payload.unsqueeze(-1)], -1))  # (B, K, p, E)
+        # the per-sample part spread over the d-1 members, so that it is in every candidate's sum
+        per_sample = self.sample(torch.stack([residual, labels, a_g], -1)) / self.size  # (B, K, E)
+        spread = (self.member(bits) + per_sample.unsqueeze(2)).permute(3, 0, 1, 2)  # (E, B, K, p)
+        members = spread @ self.incidence.T  # (E, B, K, C): channels first, candidates last
+        # c_kS, the AND of the member bits, exact: all d-1 of them set
+        fires = (payload @ self.incidence.T > self.size - 0.5).float()  # (B, K, C)
+        fire_weight = self.firing(torch.stack([torch.ones_like(a_g), a_g], -1))  # (B, K, E)
+        z = torch.relu(torch.addcmul(members, fires, fire_weight.permute(2, 0, 1).unsqueeze(-1)))
+        pooled = torch.cat([z.mean(2), z.amax(2)], 0).permute(1, 2, 0)  # (B, C, 2E): over samples
         return self.score(pooled).squeeze(-1)
+
+
+def check_history(history: Any) -> str:
+    """``history`` if it is one of :data:`HISTORY_MODES`, else :class:`GF2ConfigError`."""
+    if not isinstance(history, str) or history not in HISTORY_MODES:
+        raise GF2ConfigError(
+            f"GF2SetPolicy history={history!r} is not one of {list(HISTORY_MODES)}: 'exact' computes "
+            "the residual, 'learned' learns it from the known terms, 'none' leaves the prefix out."
+        )
+    return history
 
 
 class GF2SetExtractor(BaseFeaturesExtractor):
@@ -88,35 +120,52 @@ class GF2SetExtractor(BaseFeaturesExtractor):
 
     def __init__(
         self, observation_space: spaces.Dict, d: int, hidden: int = 64, bit_hidden: int = 32,
-        history: bool = True,
+        history: str = "exact",
     ):  # fmt: skip
         n, p = (int(x) for x in observation_space["prefix"].shape or ())
         supports = all_supports(p, d - 1)
         self.num_candidates = len(supports)
         super().__init__(observation_space, self.num_candidates + 2 * hidden + n + 1)
-        self.n, self.p, self.d, self.history = n, p, d, history
+        self.n, self.p, self.d, self.history = n, p, d, check_history(history)
         self.value_dim = 2 * hidden + n + 1
-        self.sample_net = _mlp([2 * n + p + 3, hidden, hidden])
-        self.head = GF2CandidateHead(supports, hidden, bit_hidden)
+        # address (n), payload (p), label, a_g; then what the history adds
+        extra = {"exact": n + 1, "learned": bit_hidden, "none": 0}[history]
+        self.sample_net = _mlp([n + p + 2 + extra, hidden, hidden])
+        if history == "learned":
+            self.term_net = _mlp([5, bit_hidden, bit_hidden])  # per (sample, known term)
+            self.residual_net = nn.Linear(hidden, 1)
+        self.head = GF2CandidateHead(supports, p, hidden, bit_hidden)
 
     def depth(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """SB3's one-hot of ``Discrete(n + 1)`` as (B, n + 1) (the rollout buffer keeps a (B, 1) axis)."""
         return obs["depth"].reshape(len(obs["depth"]), self.n + 1)
 
     def sample_features(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        """Per sample: the exact features (known terms' firings, residual label, ``a_g``) and ``h``."""
+        """Per sample: the residual label (exact, learned or the label), ``a_g`` and ``h``."""
         prefix, address, payload = obs["prefix"], obs["address"], obs["payload"]
         labels, depth = obs["labels"], self.depth(obs)
         known = torch.cumsum(depth.flip(-1), -1).flip(-1)[:, 1:]  # (B, n): 1 where j < depth
-        missing = torch.einsum("bkp,bjp->bkj", 1.0 - payload, prefix)  # payload bits of term j not set
-        term_fires = address * (missing < 0.5).float() * known.unsqueeze(1)  # (B, K, n)
-        if not self.history:  # the ablation: no prefix, the label stands for the residual
-            term_fires = torch.zeros_like(term_fires)
-        residual = torch.remainder(labels + term_fires.sum(-1), 2.0)
         a_g = (address * depth[:, None, : self.n]).sum(-1)  # the current term's address bit
-        x = torch.cat([address, payload, labels.unsqueeze(-1), term_fires, residual.unsqueeze(-1),
-                       a_g.unsqueeze(-1)], -1)  # fmt: skip
-        return residual, a_g, self.sample_net(x)
+        x = [address, payload, labels.unsqueeze(-1), a_g.unsqueeze(-1)]
+        both = torch.einsum("bkp,bjp->bkj", payload, prefix)  # term j's payload bits set in sample k
+        if self.history == "exact":
+            missing = prefix.sum(-1).unsqueeze(1) - both  # term j's payload bits not set
+            term_fires = address * (missing < 0.5).float() * known.unsqueeze(1)  # (B, K, n)
+            residual = torch.remainder(labels + term_fires.sum(-1), 2.0)
+            h = self.sample_net(torch.cat([*x, term_fires, residual.unsqueeze(-1)], -1))
+        elif self.history == "learned":
+            term_bits = prefix.sum(-1).unsqueeze(1).expand_as(both)
+            sample_bits = payload.sum(-1).unsqueeze(-1).expand_as(both)
+            counts = torch.stack([both, term_bits - both, sample_bits - both,
+                                  self.p - term_bits - sample_bits + both], -1)  # fmt: skip
+            messages = self.term_net(torch.cat([address.unsqueeze(-1), counts], -1))  # (B, K, n, E)
+            history = (messages * known[:, None, :, None]).sum(2)  # over the known terms
+            h = self.sample_net(torch.cat([*x, history], -1))
+            residual = torch.sigmoid(self.residual_net(h)).squeeze(-1)
+        else:  # the ablation: no prefix, the label stands for the residual
+            h = self.sample_net(torch.cat(x, -1))
+            residual = labels
+        return residual, a_g, h
 
     def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         residual, a_g, h = self.sample_features(obs)
@@ -144,22 +193,36 @@ class GF2SplitLatent(nn.Module):
         return self.value_net(features[:, self.num_candidates :])
 
 
+def _extractor_kwargs(kwargs: dict[str, Any], d: int, hidden: int, bit_hidden: int, history: str) -> None:
+    """Point an SB3 policy's ``kwargs`` at :class:`GF2SetExtractor` with these settings."""
+    kwargs["features_extractor_class"] = GF2SetExtractor
+    kwargs["features_extractor_kwargs"] = {"d": d, "hidden": hidden, "bit_hidden": bit_hidden,
+                                           "history": check_history(history)}  # fmt: skip
+
+
+def _near_uniform(extractor: nn.Module) -> None:
+    """The head's last layer near zero, so that every candidate starts alike (as SB3's action net)."""
+    assert isinstance(extractor, GF2SetExtractor)
+    last = extractor.head.score[-1]
+    assert isinstance(last, nn.Linear)
+    nn.init.orthogonal_(last.weight, gain=0.01)
+    nn.init.zeros_(last.bias)
+
+
 class GF2SetPolicy(ActorCriticPolicy):
     """Actor-critic with :class:`GF2SetExtractor`; its logits are the action distribution's.
 
     ``d`` is the task's term degree; ``hidden``/``bit_hidden`` size the extractor; ``net_arch`` (a
-    list, or ``{vf: [...]}``) the value MLP; ``history=False`` is the ablation that does not see the
-    prefix (no known-term firings, the label in place of the residual: estimator B's information)."""
+    list, or ``{vf: [...]}``) the value MLP; ``history`` (:data:`HISTORY_MODES`) what it makes of the
+    prefix: ``"exact"`` residual, ``"learned"`` per-term encoding, ``"none"`` (B's information)."""
 
     def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, lr_schedule: Any, *,
-                 d: int, hidden: int = 64, bit_hidden: int = 32, history: bool = True,
+                 d: int, hidden: int = 64, bit_hidden: int = 32, history: str = "exact",
                  **kwargs: Any) -> None:  # fmt: skip
         if not isinstance(action_space, spaces.Discrete):
             raise GF2ConfigError(f"GF2SetPolicy needs GF2Recon-v1's Discrete actions, not {action_space}.")
-        self.d, self.hidden, self.bit_hidden, self.history = d, hidden, bit_hidden, history
-        kwargs["features_extractor_class"] = GF2SetExtractor
-        kwargs["features_extractor_kwargs"] = {"d": d, "hidden": hidden, "bit_hidden": bit_hidden,
-                                               "history": history}  # fmt: skip
+        self.d, self.hidden, self.bit_hidden, self.history = d, hidden, bit_hidden, check_history(history)
+        _extractor_kwargs(kwargs, d, hidden, bit_hidden, history)
         kwargs.setdefault("share_features_extractor", True)
         if not kwargs["share_features_extractor"]:
             raise GF2ConfigError("GF2SetPolicy shares its extractor between actor and critic; drop "
@@ -181,12 +244,7 @@ class GF2SetPolicy(ActorCriticPolicy):
     def _build(self, lr_schedule: Any) -> None:
         super()._build(lr_schedule)
         self.action_net = nn.Identity()  # the extractor's logits are the action logits
-        extractor = self.features_extractor
-        assert isinstance(extractor, GF2SetExtractor)
-        last = extractor.head.score[-1]
-        assert isinstance(last, nn.Linear)
-        nn.init.orthogonal_(last.weight, gain=0.01)  # near-uniform at the start, as SB3's action net
-        nn.init.zeros_(last.bias)
+        _near_uniform(self.features_extractor)
         self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)  # type: ignore[call-arg]
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
@@ -197,8 +255,56 @@ class GF2SetPolicy(ActorCriticPolicy):
         return data
 
 
-# Policies a config names by string (YAML cannot hold a class), with the algorithms that train them.
-SB3_POLICIES: dict[str, tuple[type, tuple[str, ...]]] = {"GF2SetPolicy": (GF2SetPolicy, ("ppo", "a2c"))}
+class GF2CandidateValues(nn.Module):
+    """A Q-network's ``q_net``: the extractor's candidate scores are the action values."""
+
+    def __init__(self, num_candidates: int) -> None:
+        super().__init__()
+        self.num_candidates = num_candidates
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return features[:, : self.num_candidates]
+
+
+class GF2SetQPolicy(DQNPolicy):
+    """DQN's policy with :class:`GF2SetExtractor`: the head's score of a candidate is its Q-value
+    (with ``gamma: 0`` the expected reward, the chance the candidate is the next term); the same
+    keyword arguments as :class:`GF2SetPolicy` (``net_arch`` is not used: there is no MLP after the head)."""
+
+    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, lr_schedule: Any, *,
+                 d: int, hidden: int = 64, bit_hidden: int = 32, history: str = "exact",
+                 **kwargs: Any) -> None:  # fmt: skip
+        if not isinstance(action_space, spaces.Discrete):
+            raise GF2ConfigError(f"GF2SetQPolicy needs GF2Recon-v1's Discrete actions, not {action_space}.")
+        self.d, self.hidden, self.bit_hidden, self.history = d, hidden, bit_hidden, check_history(history)
+        _extractor_kwargs(kwargs, d, hidden, bit_hidden, history)
+        super().__init__(observation_space, action_space, lr_schedule, **kwargs)
+
+    def make_q_net(self) -> QNetwork:
+        net = super().make_q_net()
+        extractor = net.features_extractor
+        assert isinstance(extractor, GF2SetExtractor)
+        if extractor.num_candidates != int(self.action_space.n):  # type: ignore[attr-defined]
+            raise GF2ConfigError(
+                f"GF2SetQPolicy with d={self.d} scores C(p, d-1)={extractor.num_candidates} candidates but "
+                f"the env has {self.action_space.n} actions; pass the env's d."  # type: ignore[attr-defined]
+            )
+        net.q_net = GF2CandidateValues(extractor.num_candidates)  # type: ignore[assignment]
+        _near_uniform(extractor)
+        return net
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        data.update(d=self.d, hidden=self.hidden, bit_hidden=self.bit_hidden, history=self.history)
+        for key in ("features_extractor_class", "features_extractor_kwargs"):
+            data.pop(key, None)
+        return data
+
+
+# Policies a config names by string (YAML cannot hold a class): the class each algorithm trains.
+SB3_POLICIES: dict[str, dict[str, type]] = {
+    "GF2SetPolicy": {"ppo": GF2SetPolicy, "a2c": GF2SetPolicy, "dqn": GF2SetQPolicy},
+}
 
 
 def resolve_policy(name: Any, algo: str) -> Any:
@@ -207,14 +313,24 @@ def resolve_policy(name: Any, algo: str) -> Any:
     import stable_baselines3 as sb3
 
     if name in SB3_POLICIES:
-        cls, algos = SB3_POLICIES[name]
-        if algo not in algos:
-            raise GF2ConfigError(f"policy {name} is trained by {' or '.join(algos)}, not algo={algo!r}.")
-        return cls
+        if algo not in SB3_POLICIES[name]:
+            raise GF2ConfigError(
+                f"policy {name} is trained by {' or '.join(SB3_POLICIES[name])}, not {algo!r}."
+            )
+        return SB3_POLICIES[name][algo]
     aliases = list(getattr(sb3, algo.upper()).policy_aliases)
     if name not in aliases:
         raise GF2ConfigError(f"{algo}: policy={name!r} is not one of {aliases + list(SB3_POLICIES)}.")
     return name
 
 
-__all__ = ["SB3_POLICIES", "GF2CandidateHead", "GF2SetExtractor", "GF2SetPolicy", "resolve_policy"]
+__all__ = [
+    "HISTORY_MODES",
+    "SB3_POLICIES",
+    "GF2CandidateHead",
+    "GF2CandidateValues",
+    "GF2SetExtractor",
+    "GF2SetPolicy",
+    "GF2SetQPolicy",
+    "resolve_policy",
+]

@@ -1,7 +1,7 @@
 """stable-baselines3 on the native vector env, γ_g measured at every depth while it trains.
 
     python -m train.sb3 --config configs/sb3-small.yaml [--algo ppo|dqn|a2c] [--output-dir DIR]
-                        [--total-timesteps N]
+                        [--total-timesteps N] [--policy-kwargs '{history: learned}']
     gf2 train sb3 --config ...            (the same)
 
 The config is zoo-style: ``env`` (GF2Recon-v1 arguments), ``num_envs``, ``algo`` and one mapping of
@@ -77,8 +77,9 @@ class SB3Config:
         return TaskSettings(**{k: self.env[k] for k in keys if k in self.env})
 
 
-def load_sb3_config(path: str | Path, **overrides: Any) -> SB3Config:
-    """Read a run from YAML (unknown keys are errors); ``overrides`` (algo, output_dir, ...) win."""
+def load_sb3_config(path: str | Path, policy_kwargs: str | None = None, **overrides: Any) -> SB3Config:
+    """Read a run from YAML (unknown keys are errors); ``overrides`` (algo, output_dir, ...) win, and
+    ``policy_kwargs`` (a YAML mapping, e.g. ``"{history: none}"``) is merged into the algorithm's."""
     path = Path(path)
     obj = read_yaml_mapping(path, "SB3 run (configs/sb3-*.yaml)")
     check_keys(obj, _KEYS, str(path))
@@ -102,7 +103,23 @@ def load_sb3_config(path: str | Path, **overrides: Any) -> SB3Config:
     }
     values.update({k: v for k, v in overrides.items() if v is not None and k != "algo"})
     values["output_dir"] = Path(values["output_dir"])
+    if policy_kwargs is not None:
+        values["hyper"]["policy_kwargs"] = {**(values["hyper"].get("policy_kwargs") or {}),
+                                            **parse_policy_kwargs(policy_kwargs)}  # fmt: skip
     return SB3Config(**values)
+
+
+def parse_policy_kwargs(text: str) -> dict[str, Any]:
+    """``--policy-kwargs``: a YAML mapping of the policy's keyword arguments."""
+    import yaml
+
+    try:
+        obj = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise GF2ConfigError(f"--policy-kwargs {text!r} is not valid YAML: {err}") from None
+    if not isinstance(obj, dict):
+        raise GF2ConfigError(f"--policy-kwargs {text!r} is not a mapping; write it as '{{history: none}}'.")
+    return obj
 
 
 def make_gamma_callback(config: SB3Config) -> Any:
@@ -157,11 +174,11 @@ def build_model(config: SB3Config) -> Any:
 
     env = SB3VecEnv(config.num_envs, **config.env)
     env.seed(config.seed)
-    from agents.set_policy import SB3_POLICIES, resolve_policy
+    from agents.set_policy import resolve_policy
 
     hyper = {"policy": "MultiInputPolicy", "device": "cpu", **config.hyper}
     policy = resolve_policy(hyper.pop("policy"), config.algo)
-    if isinstance(policy, type) and policy in {cls for cls, _ in SB3_POLICIES.values()}:
+    if not isinstance(policy, str):  # one of ours (an SB3 alias stays a string): d from the env
         kwargs = dict(hyper.get("policy_kwargs") or {})
         if kwargs.setdefault("d", config.task.d) != config.task.d:
             raise GF2ConfigError(f"policy_kwargs d={kwargs['d']} is not the env's d={config.task.d}; drop d.")
@@ -182,9 +199,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--algo", choices=SB3_ALGOS, help="override the config's algo")
     parser.add_argument("--output-dir", help="override output_dir")
     parser.add_argument("--total-timesteps", type=int, help="override total_timesteps")
+    parser.add_argument(
+        "--policy-kwargs",
+        metavar="YAML",
+        help="a mapping merged into the algorithm's policy_kwargs: '{history: none}'",
+    )
     args = parser.parse_args(argv)
-    config = load_sb3_config(args.config, algo=args.algo, output_dir=args.output_dir,
-                             total_timesteps=args.total_timesteps)  # fmt: skip
+    config = load_sb3_config(
+        args.config, args.policy_kwargs, algo=args.algo, output_dir=args.output_dir,
+        total_timesteps=args.total_timesteps,
+    )  # fmt: skip
     config.output_dir.mkdir(parents=True, exist_ok=True)
     model = build_model(config)
     checkpoints = CheckpointCallback(
