@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH := torch==2.13.0
 
-.PHONY: compare demo test lint typecheck bench clean bubblewrap models
+.PHONY: compare demo sb3-set-table test lint typecheck bench clean bubblewrap models
 
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,16 @@ compare: $(VENV)/.core
 
 demo: $(VENV)/.core
 	$(VENV)/bin/gf2 demo --episodes 20 --seed 0
+
+# The README's SB3 table: GF2SetPolicy with the history exact, learned and left out (200k timesteps each), the
+# MLP (1.2M), then configs/compare-sb3-small-set.yaml against A, B and D(g//2). About 20 min on 2 cores.
+SB3_SET := $(VENV)/bin/gf2 train sb3 --config configs/sb3-small-set.yaml
+sb3-set-table: $(VENV)/.dev
+	$(SB3_SET)
+	$(SB3_SET) --policy-kwargs '{history: learned}' --output-dir results/sb3-small-set-learned
+	$(SB3_SET) --policy-kwargs '{history: none}' --output-dir results/sb3-small-set-none
+	$(VENV)/bin/gf2 train sb3 --config configs/sb3-small.yaml --total-timesteps 1200000
+	$(VENV)/bin/gf2 compare --config configs/compare-sb3-small-set.yaml
 
 # Tool mode's sandbox is bubblewrap, from Debian's packages (root installs it here; anyone else is told how).
 bubblewrap:
