@@ -193,23 +193,55 @@ class GF2SplitLatent(nn.Module):
         return self.value_net(features[:, self.num_candidates :])
 
 
-def _extractor_kwargs(kwargs: dict[str, Any], d: int, hidden: int, bit_hidden: int, history: str) -> None:
-    """Point an SB3 policy's ``kwargs`` at :class:`GF2SetExtractor` with these settings."""
-    kwargs["features_extractor_class"] = GF2SetExtractor
-    kwargs["features_extractor_kwargs"] = {"d": d, "hidden": hidden, "bit_hidden": bit_hidden,
-                                           "history": check_history(history)}  # fmt: skip
+class _SetSettings:
+    """What :class:`GF2SetPolicy` and :class:`GF2SetQPolicy` share: their keyword arguments, the
+    extractor they configure from them, the check against the env's actions and the near-uniform
+    start, and saving the arguments (not the extractor class) with a checkpoint."""
+
+    d: int
+    hidden: int
+    bit_hidden: int
+    history: str
+    action_space: spaces.Space
+
+    def _settings(self, action_space: spaces.Space, kwargs: dict[str, Any], d: int, hidden: int,
+                  bit_hidden: int, history: str) -> None:  # fmt: skip
+        name = type(self).__name__
+        if not isinstance(action_space, spaces.Discrete):
+            raise GF2ConfigError(f"{name} needs GF2Recon-v1's Discrete actions, not {action_space}.")
+        self.d, self.hidden, self.bit_hidden, self.history = d, hidden, bit_hidden, check_history(history)
+        kwargs["features_extractor_class"] = GF2SetExtractor
+        kwargs["features_extractor_kwargs"] = {"d": d, "hidden": hidden, "bit_hidden": bit_hidden,
+                                               "history": history}  # fmt: skip
+
+    def _checked(self, extractor: nn.Module) -> GF2SetExtractor:
+        """``extractor`` once its candidates are the env's actions."""
+        assert isinstance(extractor, GF2SetExtractor)
+        actions = int(self.action_space.n)  # type: ignore[attr-defined]
+        if extractor.num_candidates != actions:
+            raise GF2ConfigError(
+                f"{type(self).__name__} with d={self.d} scores C(p, d-1)={extractor.num_candidates} "
+                f"candidates but the env has {actions} actions; pass the env's d."
+            )
+        return extractor
+
+    @staticmethod
+    def _near_uniform(extractor: GF2SetExtractor) -> None:
+        """The head's last layer near zero: every candidate starts alike, as with SB3's action net."""
+        last = extractor.head.score[-1]
+        assert isinstance(last, nn.Linear)
+        nn.init.orthogonal_(last.weight, gain=0.01)
+        nn.init.zeros_(last.bias)
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()  # type: ignore[misc]
+        data.update(d=self.d, hidden=self.hidden, bit_hidden=self.bit_hidden, history=self.history)
+        for key in ("features_extractor_class", "features_extractor_kwargs"):
+            data.pop(key, None)
+        return data
 
 
-def _near_uniform(extractor: nn.Module) -> None:
-    """The head's last layer near zero, so that every candidate starts alike (as SB3's action net)."""
-    assert isinstance(extractor, GF2SetExtractor)
-    last = extractor.head.score[-1]
-    assert isinstance(last, nn.Linear)
-    nn.init.orthogonal_(last.weight, gain=0.01)
-    nn.init.zeros_(last.bias)
-
-
-class GF2SetPolicy(ActorCriticPolicy):
+class GF2SetPolicy(_SetSettings, ActorCriticPolicy):
     """Actor-critic with :class:`GF2SetExtractor`; its logits are the action distribution's.
 
     ``d`` is the task's term degree; ``hidden``/``bit_hidden`` size the extractor; ``net_arch`` (a
@@ -219,10 +251,7 @@ class GF2SetPolicy(ActorCriticPolicy):
     def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, lr_schedule: Any, *,
                  d: int, hidden: int = 64, bit_hidden: int = 32, history: str = "exact",
                  **kwargs: Any) -> None:  # fmt: skip
-        if not isinstance(action_space, spaces.Discrete):
-            raise GF2ConfigError(f"GF2SetPolicy needs GF2Recon-v1's Discrete actions, not {action_space}.")
-        self.d, self.hidden, self.bit_hidden, self.history = d, hidden, bit_hidden, check_history(history)
-        _extractor_kwargs(kwargs, d, hidden, bit_hidden, history)
+        self._settings(action_space, kwargs, d, hidden, bit_hidden, history)
         kwargs.setdefault("share_features_extractor", True)
         if not kwargs["share_features_extractor"]:
             raise GF2ConfigError("GF2SetPolicy shares its extractor between actor and critic; drop "
@@ -232,27 +261,14 @@ class GF2SetPolicy(ActorCriticPolicy):
     def _build_mlp_extractor(self) -> None:
         arch = self.net_arch
         vf = list(arch.get("vf", [64]) if isinstance(arch, dict) else arch)
-        extractor = self.features_extractor
-        assert isinstance(extractor, GF2SetExtractor)
-        if extractor.num_candidates != int(self.action_space.n):  # type: ignore[attr-defined]
-            raise GF2ConfigError(
-                f"GF2SetPolicy with d={self.d} scores C(p, d-1)={extractor.num_candidates} candidates but "
-                f"the env has {self.action_space.n} actions; pass the env's d."  # type: ignore[attr-defined]
-            )
+        extractor = self._checked(self.features_extractor)
         self.mlp_extractor = GF2SplitLatent(extractor.num_candidates, extractor.value_dim, vf)  # type: ignore[assignment]
 
     def _build(self, lr_schedule: Any) -> None:
         super()._build(lr_schedule)
         self.action_net = nn.Identity()  # the extractor's logits are the action logits
-        _near_uniform(self.features_extractor)
+        self._near_uniform(self._checked(self.features_extractor))  # after SB3's own initialisation
         self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)  # type: ignore[call-arg]
-
-    def _get_constructor_parameters(self) -> dict[str, Any]:
-        data = super()._get_constructor_parameters()
-        data.update(d=self.d, hidden=self.hidden, bit_hidden=self.bit_hidden, history=self.history)
-        for key in ("features_extractor_class", "features_extractor_kwargs"):
-            data.pop(key, None)
-        return data
 
 
 class GF2CandidateValues(nn.Module):
@@ -266,7 +282,7 @@ class GF2CandidateValues(nn.Module):
         return features[:, : self.num_candidates]
 
 
-class GF2SetQPolicy(DQNPolicy):
+class GF2SetQPolicy(_SetSettings, DQNPolicy):
     """DQN's policy with :class:`GF2SetExtractor`: the head's score of a candidate is its Q-value
     (with ``gamma: 0`` the expected reward, the chance the candidate is the next term); the same
     keyword arguments as :class:`GF2SetPolicy` (``net_arch`` is not used: there is no MLP after the head)."""
@@ -274,31 +290,16 @@ class GF2SetQPolicy(DQNPolicy):
     def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, lr_schedule: Any, *,
                  d: int, hidden: int = 64, bit_hidden: int = 32, history: str = "exact",
                  **kwargs: Any) -> None:  # fmt: skip
-        if not isinstance(action_space, spaces.Discrete):
-            raise GF2ConfigError(f"GF2SetQPolicy needs GF2Recon-v1's Discrete actions, not {action_space}.")
-        self.d, self.hidden, self.bit_hidden, self.history = d, hidden, bit_hidden, check_history(history)
-        _extractor_kwargs(kwargs, d, hidden, bit_hidden, history)
+        self._settings(action_space, kwargs, d, hidden, bit_hidden, history)
+        assert isinstance(action_space, spaces.Discrete)  # _settings refused any other
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)
 
     def make_q_net(self) -> QNetwork:
         net = super().make_q_net()
-        extractor = net.features_extractor
-        assert isinstance(extractor, GF2SetExtractor)
-        if extractor.num_candidates != int(self.action_space.n):  # type: ignore[attr-defined]
-            raise GF2ConfigError(
-                f"GF2SetQPolicy with d={self.d} scores C(p, d-1)={extractor.num_candidates} candidates but "
-                f"the env has {self.action_space.n} actions; pass the env's d."  # type: ignore[attr-defined]
-            )
+        extractor = self._checked(net.features_extractor)
+        self._near_uniform(extractor)
         net.q_net = GF2CandidateValues(extractor.num_candidates)  # type: ignore[assignment]
-        _near_uniform(extractor)
         return net
-
-    def _get_constructor_parameters(self) -> dict[str, Any]:
-        data = super()._get_constructor_parameters()
-        data.update(d=self.d, hidden=self.hidden, bit_hidden=self.bit_hidden, history=self.history)
-        for key in ("features_extractor_class", "features_extractor_kwargs"):
-            data.pop(key, None)
-        return data
 
 
 # Policies a config names by string (YAML cannot hold a class): the class each algorithm trains.
