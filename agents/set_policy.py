@@ -18,8 +18,9 @@ masks the samples it fires on; an MLP over the flattened bits knows none of this
 - the action head scores candidate ``S`` from its member bits: per sample and bit ``i`` an embedding
   ``e_ki = f(h_k, v_ki)``; per sample and candidate ``sum_{i in S} e_ki`` with the exact firing
   ``c_kS = AND_{i in S} v_ki`` (through the ``(C, p)`` support incidence matrix, a buffer), ``a_g c_kS``,
-  ``r_k`` and the label, through a shared MLP; pooled over samples (mean and max) and scored by a
-  shared MLP into one logit. Its parameters do not depend on ``C(p, d-1)`` (nor on p, n or K);
+  ``r_k`` and the label, through one shared layer (ReLU of a linear map); pooled over samples (mean
+  and max) and scored by a shared MLP into one logit. Its parameters do not depend on ``C(p, d-1)``
+  (nor on p, n or K);
 - the value is an MLP over the samples' pooled ``h`` (mean and max) and the depth.
 
 Mean and max pooling make logits and value invariant to the order of the samples. SB3's policy
@@ -67,9 +68,9 @@ class GF2CandidateHead(nn.Module):
     """One logit per candidate support, from per-sample per-bit embeddings; parameters independent
     of the number of candidates.
 
-    The pair MLP's first layer is applied by parts (the same map as one ``Linear`` over the member
+    The sample-candidate layer is applied by parts (the same map as one ``Linear`` over the member
     sum and the five exact features ``c_kS, a_g c_kS, r_k, label_k, a_g``): members through the
-    ``(C, p)`` incidence matrix, so no ``(B, K, C, d-1, E)`` tensor is built."""
+    ``(C, p)`` incidence matrix, channels first, so no ``(B, K, C, d-1, E)`` tensor is built."""
 
     def __init__(self, supports: np.ndarray, p: int, hidden: int, bit_hidden: int) -> None:
         super().__init__()
@@ -292,6 +293,11 @@ class GF2SetQPolicy(_SetSettings, DQNPolicy):
                  **kwargs: Any) -> None:  # fmt: skip
         self._settings(action_space, kwargs, d, hidden, bit_hidden, history)
         assert isinstance(action_space, spaces.Discrete)  # _settings refused any other
+        if kwargs.get("net_arch") is not None:
+            raise GF2ConfigError(
+                f"GF2SetQPolicy has no MLP after its head; drop net_arch={kwargs['net_arch']}."
+            )
+        kwargs["net_arch"] = []  # SB3's q_net, replaced by the head's scores (make_q_net)
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)
 
     def make_q_net(self) -> QNetwork:

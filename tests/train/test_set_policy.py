@@ -248,6 +248,8 @@ def test_the_q_policy_scores_candidates_with_the_set_head(tmp_path):
         torch.testing.assert_close(loaded.policy.q_net(tensor), values)
     with pytest.raises(GF2ConfigError, match="env has 15 actions"):
         DQN(GF2SetQPolicy, env, device="cpu", policy_kwargs={"d": 4})
+    with pytest.raises(GF2ConfigError, match="drop net_arch"):
+        DQN(GF2SetQPolicy, env, device="cpu", policy_kwargs={"d": 3, "net_arch": [64]})
 
 
 def test_policy_kwargs_from_the_command_line_merge_into_the_configs(tmp_path):
