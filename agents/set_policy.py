@@ -148,7 +148,8 @@ class GF2SetExtractor(BaseFeaturesExtractor):
         known = torch.cumsum(depth.flip(-1), -1).flip(-1)[:, 1:]  # (B, n): 1 where j < depth
         a_g = (address * depth[:, None, : self.n]).sum(-1)  # the current term's address bit
         x = [address, payload, labels.unsqueeze(-1), a_g.unsqueeze(-1)]
-        both = torch.einsum("bkp,bjp->bkj", payload, prefix)  # term j's payload bits set in sample k
+        if self.history != "none":  # term j's payload bits set in sample k
+            both = torch.einsum("bkp,bjp->bkj", payload, prefix)
         if self.history == "exact":
             missing = prefix.sum(-1).unsqueeze(1) - both  # term j's payload bits not set
             term_fires = address * (missing < 0.5).float() * known.unsqueeze(1)  # (B, K, n)
@@ -319,11 +320,7 @@ def resolve_policy(name: Any, algo: str) -> Any:
     :data:`SB3_POLICIES`, SB3's own alias (``MultiInputPolicy``...) unchanged."""
     import stable_baselines3 as sb3
 
-    if name in SB3_POLICIES:
-        if algo not in SB3_POLICIES[name]:
-            raise GF2ConfigError(
-                f"policy {name} is trained by {' or '.join(SB3_POLICIES[name])}, not {algo!r}."
-            )
+    if name in SB3_POLICIES:  # each of ours has a class for every algorithm of SB3_ALGOS
         return SB3_POLICIES[name][algo]
     aliases = list(getattr(sb3, algo.upper()).policy_aliases)
     if name not in aliases:
