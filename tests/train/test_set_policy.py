@@ -269,14 +269,13 @@ def test_policy_kwargs_from_the_command_line_merge_into_the_configs(tmp_path):
         build_model(config)
 
 
-def test_the_policy_learns_to_use_the_history():
+def test_the_policy_learns_to_use_the_history(tmp_path):
     """With the prefix encoded per known term and nothing computed for it, PPO learns the residual:
     at g=3 it is far above what the samples alone give (estimator B: about 0.32)."""
-    env = SB3VecEnv(16, sampling="adversarial", step_mode="reveal", **SMALL)
-    env.seed(0)
-    kwargs = {"d": 3, "hidden": 64, "bit_hidden": 32, "net_arch": [64], "history": "learned"}
-    model = PPO(GF2SetPolicy, env, n_steps=64, batch_size=256, n_epochs=4, learning_rate=1e-3,
-                ent_coef=0.01, gamma=0.0, policy_kwargs=kwargs, device="cpu", seed=0)  # fmt: skip
+    config = load_sb3_config(
+        ROOT / "configs" / "sb3-small-set.yaml", "{history: learned}", output_dir=str(tmp_path)
+    )
+    model = build_model(config)  # the preset's PPO, as `gf2 train sb3 --policy-kwargs` builds it
     model.learn(40_000)
     agent = SB3Agent(SB3Spec("<live>", "ppo"), model=model)
     cell = next(grid_cells(Grid(depths=(3,), trials=300, p=(6,), d=(3,), K=(16,), seed=11)))
