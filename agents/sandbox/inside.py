@@ -4,12 +4,13 @@ One idea: what runs inside the jail (it is copied there as one file, so it canno
 
 Three commands (each imports only what it needs):
 
-* ``limit RLIMITS CGROUP_PROCS -- PROGRAM ARGS...``: the trusted wrapper the host starts: join the
-  worker's memory cgroup (if any), set the jail's rlimits (every process below inherits them), then
-  become the program (bwrap, or the worker itself);
-* ``serve CTRL_FD SCRATCH [SITE...]``: a warm worker (a fork server) inside the jail: it imports
-  numpy once, then forks one fresh process per run that reads the job, sets the run's rlimits and
-  seccomp filter and runs the untrusted code with the record's globals (:func:`cmd_serve`);
+* ``limit RLIMITS CGROUP_PROCS HOST_UID -- PROGRAM ARGS...``: the trusted wrapper the host starts:
+  join the worker's memory cgroup (if any), set the jail's rlimits (every process below inherits
+  them), on a root host stage what bwrap binds and become the unprivileged HOST_UID, then become the
+  program (bwrap, or the worker itself);
+* ``serve CTRL_FD SCRATCH SCRATCH_SPEC [SITE...]``: a warm worker (a fork server) inside the jail: it
+  imports numpy once, then forks one fresh process per run that reads the job, sets the run's rlimits
+  and seccomp filter and runs the untrusted code with the record's globals (:func:`cmd_serve`);
 * ``probe [seccomp]``: report as JSON what this process sees (uid, whether seccomp installs and stops
   ``socket``, ``fork`` and ``execve``), for :func:`agents.sandbox.detect_isolation`.
 """
@@ -31,8 +32,21 @@ WIPE_S = 1.0  # how long emptying the scratch after a run may take (else the wor
 # what a warm worker imports once, so that a run's process starts with it (numpy where installed)
 PRELOAD = (
     "numpy", "json", "re", "math", "itertools", "collections", "functools", "operator", "heapq",
-    "bisect", "random", "string", "fractions", "decimal", "statistics", "linecache", "traceback",
+    "bisect", "random", "string", "fractions", "decimal", "statistics", "linecache", "traceback", "ast",
 )  # fmt: skip
+MODEL_FILENAME = "<model>"  # the model's code is compiled under this name (tracebacks, the protocol rules)
+# Runs never read bytecode caches: a __pycache__ the code planted in a workspace could otherwise make
+# `import tools` run something other than tools.py. Nothing can create this directory (it is in /proc).
+NO_BYTECODE_CACHE = "/proc/gf2-no-bytecode"
+# Where the wrapper of a root host stages what bwrap binds (a tmpfs in its own mount namespace, over the
+# first of these directories that exists), so that the unprivileged uid it becomes can reach them.
+STAGE_POINTS = ("/mnt", "/media", "/srv", "/opt", "/home", "/var")
+# /proc inside the jail: host-wide knobs read-only, kernel-information files and directories masked
+# (what container runtimes do). The jail's identity is not host root, so none of these is writable to
+# it anyway; this is the second layer.
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+PROC_MASKED_FILES = ("kcore", "keys", "timer_list", "timer_stats", "sched_debug", "latency_stats")
+PROC_MASKED_DIRS = ("acpi", "scsi", "asound")
 
 # ---------------------------------------------------------------------------- seccomp (x86_64)
 AUDIT_ARCH_X86_64 = 0xC000003E
@@ -169,6 +183,19 @@ DENIED_SYSCALLS: dict[str, int] = {
     "mq_getsetattr": 245,
     "memfd_create": 319,
     "memfd_secret": 447,
+    # host-wide (or per-user) kernel tables a run could exhaust for everyone: AIO contexts (fs.aio-max-nr
+    # is one count for the whole machine), inotify instances and watches, fanotify marks
+    "io_setup": 206,
+    "io_destroy": 207,
+    "io_getevents": 208,
+    "io_submit": 209,
+    "io_cancel": 210,
+    "io_pgetevents": 333,
+    "inotify_init": 253,
+    "inotify_add_watch": 254,
+    "inotify_rm_watch": 255,
+    "inotify_init1": 294,
+    "fanotify_mark": 301,
     # slowing down other processes of the same uid (the worker that serves the next run)
     "setpriority": 141,
     "ioprio_set": 251,
@@ -187,7 +214,7 @@ SELF_PID_SYSCALLS: dict[str, int] = {
     "move_pages": 279,
 }
 # fcntl/ioctl commands that would send SIGIO (or any signal) to another process
-NR_FCNTL, NR_IOCTL = 72, 16
+NR_FCNTL, NR_IOCTL, NR_PRCTL = 72, 16, 157
 F_SETOWN, F_SETSIG, F_SETOWN_EX = 8, 10, 15
 FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
 
@@ -243,7 +270,8 @@ def _unless_arg(arg: int, values: tuple[int, ...]) -> list[tuple[int, int, int, 
 
 def seccomp_program(own_pid: int) -> list[tuple[int, int, int, int]]:
     """The filter: kill on a foreign arch, EPERM for x32 and DENIED_SYSCALLS, threads-only clone,
-    signals and pid-taking calls aimed at this process only, no signal-on-I/O owners."""
+    signals and pid-taking calls aimed at this process only, no signal-on-I/O owners, no
+    ``prctl(PR_SET_DUMPABLE)``."""
     deny = _ret(SECCOMP_RET_ERRNO | EPERM)
     prog = [
         _op(LD_W_ABS, OFF_ARCH),
@@ -266,6 +294,8 @@ def seccomp_program(own_pid: int) -> list[tuple[int, int, int, int]]:
         prog += _when_nr(nr, _self_or_zero(0, own_pid))
     prog += _when_nr(NR_FCNTL, _unless_arg(1, (F_SETOWN, F_SETSIG, F_SETOWN_EX)))
     prog += _when_nr(NR_IOCTL, _unless_arg(1, (FIOSETOWN, SIOCSPGRP)))
+    # a run stays not dumpable (as the fork server made it): no core dump, no /proc/<pid>/mem for others
+    prog += _when_nr(NR_PRCTL, _unless_arg(0, (PR_SET_DUMPABLE,)))
     prog.append(_ret(SECCOMP_RET_ALLOW))
     return prog
 
@@ -339,47 +369,178 @@ def _set_rlimits(text: str) -> None:
         resource.setrlimit(getattr(resource, name), (soft, hard))
 
 
+# mount(2) and umount2(2) flags, and unshare(2)'s for a mount namespace
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 0x4000, 1 << 18
+MNT_DETACH, CLONE_NEWNS = 2, 0x00020000
+# bwrap's options that take arguments, and how many (the wrapper reads the command line it stages)
+BWRAP_ARITY = {
+    "--ro-bind": 2, "--ro-bind-try": 2, "--bind": 2, "--bind-try": 2, "--symlink": 2, "--setenv": 2,
+    "--uid": 1, "--gid": 1, "--hostname": 1, "--cap-add": 1, "--cap-drop": 1, "--size": 1,
+    "--perms": 1, "--tmpfs": 1, "--proc": 1, "--dev": 1, "--remount-ro": 1, "--chdir": 1, "--dir": 1,
+}  # fmt: skip
+BWRAP_SWITCHES = (
+    "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+    "--clearenv", "--as-pid-1",
+)  # fmt: skip
+BWRAP_BINDS = ("--ro-bind", "--ro-bind-try", "--bind", "--bind-try")
+
+
+def _libc() -> object:
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    """Raise OSError (with errno) when a libc call returned -1."""
+    if result != 0:
+        import ctypes
+
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    libc = _libc()
+    enc = lambda v: None if v is None else v.encode()  # noqa: E731
+    _check(libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")  # type: ignore[attr-defined]
+
+
+def _private_mounts() -> None:
+    """A mount namespace of this process's own, whose mounts no longer propagate anywhere."""
+    _check(_libc().unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")  # type: ignore[attr-defined]
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+
+
+def stage_binds(program: list[str]) -> list[str]:
+    """``program`` (bwrap's command line) with the source of every bind replaced by a copy of it, bound
+    by root under a tmpfs of this process's own mount namespace that any uid can reach: the host uid the
+    wrapper then becomes may not reach the originals (a Python under /root, mode 0700). Nothing changes
+    on the host: the namespace and its mounts go with the worker."""
+    import stat
+
+    _private_mounts()
+    program = list(program)
+    binds: list[tuple[int, int]] = []  # (index of the source in program, an O_PATH descriptor of it)
+    i = 1
+    while i < len(program) and program[i].startswith("--"):
+        option = program[i]
+        if option not in BWRAP_ARITY and option not in BWRAP_SWITCHES:
+            raise OSError(f"cannot stage bwrap option {option!r}")
+        if option in BWRAP_BINDS:
+            try:  # opened in this namespace: a bind's source must belong to it
+                binds.append((i + 1, os.open(program[i + 1], os.O_PATH | os.O_CLOEXEC)))
+            except FileNotFoundError:
+                if not option.endswith("-try"):
+                    raise
+        i += 1 + BWRAP_ARITY.get(option, 0)
+    stage = next((p for p in STAGE_POINTS if os.path.isdir(p) and not os.path.islink(p)), "")
+    if not stage:
+        raise OSError(f"no directory among {STAGE_POINTS} to stage bwrap's binds on")
+    _mount("gf2-stage", stage, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k,nr_inodes=256")
+    for n, (index, fd) in enumerate(binds):
+        target = f"{stage}/{n}"
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            os.mkdir(target, 0o755)
+        else:
+            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
+        _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
+        os.close(fd)
+        program[index] = target
+    return program
+
+
+def become(uid: int) -> None:
+    """Drop root for good: no supplementary groups, ``uid`` as every uid and gid, no new privileges."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid,) * 3 or os.getresgid() != (uid,) * 3:
+        raise OSError(f"still {os.getresuid()}/{os.getresgid()} after becoming {uid}")
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
 def cmd_limit(argv: list[str]) -> int:
-    """``limit RLIMITS CGROUP_PROCS -- PROGRAM ARGS...``: the trusted wrapper, outside the sandbox.
+    """``limit RLIMITS CGROUP_PROCS HOST_UID -- PROGRAM ARGS...``: the trusted wrapper, outside the sandbox.
 
     Joins the memory cgroup whose ``cgroup.procs`` file is CGROUP_PROCS (``-``: none), sets each
-    ``RLIMIT_X=soft:hard`` (inherited by everything below), asks for SIGKILL when the thread that
-    started it ends, then becomes the program (no process of its own stays behind)."""
-    if len(argv) < 4 or argv[2] != "--":
-        print("usage: sandbox_harness.py limit RLIMITS CGROUP_PROCS -- PROGRAM ARGS...", file=sys.stderr)
+    ``RLIMIT_X=soft:hard`` (inherited by everything below); with a HOST_UID (``-``: none; given when
+    the host is root) stages bwrap's binds (:func:`stage_binds`) and becomes that uid (:func:`become`);
+    asks for SIGKILL when the thread that started it ends, then becomes the program (no process of its
+    own stays behind)."""
+    if len(argv) < 5 or argv[3] != "--":
+        print("usage: harness.py limit RLIMITS CGROUP_PROCS HOST_UID -- PROGRAM ARGS...", file=sys.stderr)
         return EXIT_USAGE
     if argv[1] != "-":
         with open(argv[1], "w") as fh:
             fh.write(str(os.getpid()))
     _set_rlimits(argv[0])
-    _prctl(PR_SET_PDEATHSIG, 9)  # kept across exec: the worker dies with the host's spawning thread
+    program = argv[4:]
+    if argv[2] != "-":
+        try:
+            program = stage_binds(program)
+            become(int(argv[2]))
+        except (OSError, ValueError) as err:
+            print(f"gf2 sandbox wrapper: cannot leave root for uid {argv[2]}: {err}", file=sys.stderr)
+            return 126
+    _prctl(PR_SET_PDEATHSIG, 9)  # after the uid change (which clears it); kept across exec
     try:
-        os.execv(argv[3], argv[3:])
+        os.execv(program[0], program)
     except OSError as err:
-        print(f"gf2 sandbox wrapper: cannot start {argv[3]}: {err}", file=sys.stderr)
+        print(f"gf2 sandbox wrapper: cannot start {program[0]}: {err}", file=sys.stderr)
     return 127
 
 
+def _from_model() -> bool:
+    """Whether the caller of the function calling this is the model's own code."""
+    return sys._getframe(2).f_code.co_filename == MODEL_FILENAME
+
+
 def _builtins(imports: list | None, denied: list) -> object:
-    """The code's builtins: all of them, less ``denied``, with ``import`` limited to ``imports``."""
+    """The code's builtins: all of them, less ``denied``, with ``import`` limited to ``imports``.
+
+    The same rules then hold for the real builtins, which every module's ``__builtins__`` and every
+    function's ``__builtins__`` reach (``re.__builtins__['open']``): there a denied name, or an import
+    outside ``imports``, fails when the model's own code calls it, and works for the library code that
+    needs it (``collections.namedtuple`` calls ``eval``). These are a protocol's rules, not a wall:
+    code can still reach other modules' attributes (``random._os``); the jail is what holds."""
     import builtins
 
     if imports is None and not denied:
         return builtins
     names = {k: v for k, v in vars(builtins).items() if k not in denied}
-    if imports is not None:
-        allowed = frozenset(imports)
-        real_import = builtins.__import__
+    real_import = builtins.__import__
+    allowed = None if imports is None else frozenset(imports)
 
-        def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002
-            top = name.partition(".")[0]
-            if level != 0 or top not in allowed:
-                raise ImportError(
-                    f"import of {name!r} is not allowed here; allowed: {', '.join(sorted(allowed))}"
-                )
-            return real_import(name, globals, locals, fromlist, level)
+    def check_import(name: str, level: int) -> None:
+        if allowed is not None and (level != 0 or name.partition(".")[0] not in allowed):
+            listed = ", ".join(sorted(allowed))
+            raise ImportError(f"import of {name!r} is not allowed here; allowed: {listed}")
 
+    def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002
+        check_import(name, level)
+        return real_import(name, globals, locals, fromlist, level)
+
+    def real_builtins_import(name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002
+        if _from_model():
+            check_import(name, level)
+        return real_import(name, globals, locals, fromlist, level)
+
+    def refuse(name: str, real: Callable) -> Callable:
+        def guarded(*args, **kwargs):  # type: ignore[no-untyped-def]
+            if _from_model():
+                raise NameError(f"name {name!r} is not allowed by this tool protocol")
+            return real(*args, **kwargs)
+
+        return guarded
+
+    if allowed is not None:
         names["__import__"] = guarded_import
+        builtins.__import__ = real_builtins_import
+    for name in denied:
+        if hasattr(builtins, name):
+            setattr(builtins, name, refuse(name, getattr(builtins, name)))
     return names
 
 
@@ -429,7 +590,7 @@ def _run_model_code(code: str, view: dict, job: dict) -> int:
 
     namespace = _model_globals(view, job)
     try:
-        exec(compile(code, "<model>", "exec"), namespace)
+        exec(compile(code, MODEL_FILENAME, "exec"), namespace)
     except SystemExit as exc:
         return _exit_status(exc)
     except BaseException as err:  # report whatever the code raised
@@ -437,7 +598,7 @@ def _run_model_code(code: str, view: dict, job: dict) -> int:
         if status == EXIT_MEMORY:
             namespace.clear()  # free what the code's globals hold, so that the report has memory
         try:
-            linecache.cache["<model>"] = (len(code), None, code.splitlines(True), "<model>")
+            linecache.cache[MODEL_FILENAME] = (len(code), None, code.splitlines(True), MODEL_FILENAME)
             tb = err.__traceback__.tb_next if err.__traceback__ is not None else None
             traceback.print_exception(type(err), err, tb)
         except BaseException:  # still say what happened, in the fewest allocations
@@ -489,7 +650,8 @@ def _child(job_fd: int, out_fd: int, err_fd: int, spec: dict, scratch: str, zygo
         if randomness is not None:  # a fork shares numpy's global generator state: draw afresh
             randomness.seed()
         _cap_recursion(int(spec["recursion_limit"]))
-        _drop_capabilities()
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)
+        _drop_capabilities()  # the fork server's right to mount, in the jail's namespace, included
         if spec["seccomp"]:
             install_seccomp()
     except (OSError, ValueError, KeyError) as err:
@@ -503,6 +665,40 @@ def _child(job_fd: int, out_fd: int, err_fd: int, spec: dict, scratch: str, zygo
         except BaseException:  # closed or broken by the code: what it wrote is what came out
             pass
     return status
+
+
+def enclose_proc() -> None:
+    """Give the fork server a mount namespace of its own (its user namespace owns it, so it may mount
+    there; runs share it, without the capability), with /proc's host-wide parts read-only or masked."""
+    _private_mounts()
+    proc_flags = MS_NOSUID | MS_NODEV | MS_NOEXEC  # /proc's own, which a remount must keep
+    for name in PROC_READ_ONLY:
+        path = f"/proc/{name}"
+        if os.path.lexists(path):
+            _mount(path, path, None, MS_BIND | MS_REC)
+            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | proc_flags)
+    for name in PROC_MASKED_FILES:
+        if os.path.lexists(f"/proc/{name}"):
+            _mount("/dev/null", f"/proc/{name}", None, MS_BIND)
+    for name in PROC_MASKED_DIRS:
+        if os.path.lexists(f"/proc/{name}"):
+            _mount("gf2-masked", f"/proc/{name}", "tmpfs", MS_RDONLY | proc_flags, "size=4k,nr_inodes=1")
+
+
+def new_scratch(scratch: str, spec: str, covering: bool) -> bool:
+    """Mount a new, empty tmpfs on ``scratch`` (``spec``: ``tmpfs:MiB:INODES``), dropping the one
+    before (``covering``: it is ours); False when that fails, and the worker serves no more runs.
+    Nothing of the old one survives, its directory's own extended attributes, times, mode and inode
+    numbers included; the kernel frees it once nothing uses it (the run that held it is reaped)."""
+    _, size_mb, inodes = spec.split(":")
+    try:
+        if covering:
+            _check(_libc().umount2(scratch.encode(), MNT_DETACH), f"umount {scratch}")  # type: ignore[attr-defined]
+        options = f"size={int(size_mb)}m,nr_inodes={int(inodes)},mode=0700"
+        _mount("gf2-scratch", scratch, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _wipe(scratch: str, seconds: float = WIPE_S) -> bool:
@@ -591,7 +787,7 @@ def _serve_one(ctrl: object, spec: dict, fds: list, scratch: str, run_id: int) -
 
 
 def cmd_serve(argv: list[str]) -> int:
-    """``serve CTRL_FD SCRATCH [SITE...]``: a warm worker inside the jail (a fork server).
+    """``serve CTRL_FD SCRATCH SCRATCH_SPEC [SITE...]``: a warm worker inside the jail (a fork server).
 
     Imports numpy and the standard library's usual modules once, tells the host it is ready, then
     for each run the host sends on the control socket (a SOCK_SEQPACKET pair: ``{"run": id, ...}``
@@ -604,17 +800,31 @@ def cmd_serve(argv: list[str]) -> int:
     ``"keep_scratch": true`` (a workspace's) leaves the scratch as the code left it, for the next run;
     ``{"wipe": id}`` empties it and reports ``clean``. The worker ends when the host closes the socket.
     It is not dumpable, so a run (same uid) cannot open its /proc files.
+
+    With SCRATCH_SPEC ``tmpfs:MiB:INODES`` (in bwrap's jail, where this server is pid 1 and may mount in
+    its own namespace) "empty" means a new tmpfs (:func:`new_scratch`), made before each run's fork;
+    with ``dir`` (the UNSAFE mode) the directory is wiped file by file (:func:`_wipe`).
     """
     import json
     import signal
     import socket
 
     ctrl = socket.socket(fileno=int(argv[0]))
-    scratch = argv[1]
+    scratch, scratch_spec = argv[1], argv[2]
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != here]  # no importing the harness dir
-    sys.path.extend(argv[2:])
+    sys.path.extend(argv[3:])
     _prctl(PR_SET_DUMPABLE, 0)
+    mounts = scratch_spec.startswith("tmpfs:")
+    if mounts:
+        enclose_proc()
+        os.chdir("/")  # the server holds no scratch: each one goes once its run is reaped
+        if not new_scratch(scratch, scratch_spec, covering=False):
+            raise OSError(f"cannot mount a scratch tmpfs on {scratch}")
+
+    def renew() -> bool:
+        return new_scratch(scratch, scratch_spec, covering=True) if mounts else _wipe(scratch)
+
     for name in ("SIGIO", "SIGURG", "SIGPIPE"):  # signals a run could aim at us through a descriptor
         signal.signal(getattr(signal, name), signal.SIG_IGN)
     preloaded = []
@@ -624,6 +834,7 @@ def cmd_serve(argv: list[str]) -> int:
             preloaded.append(module)
         except ImportError:
             pass
+    sys.pycache_prefix = NO_BYTECODE_CACHE  # after the preload: the standard library's caches were fine
     ctrl.send(json.dumps({"ready": os.getpid(), "preloaded": preloaded}).encode())
     clean = True
     while True:
@@ -635,7 +846,7 @@ def cmd_serve(argv: list[str]) -> int:
             return 0
         request = json.loads(message)
         if "wipe" in request and not fds:  # the end of a workspace: empty the scratch now
-            clean = clean and _wipe(scratch)
+            clean = clean and renew()
             ctrl.send(json.dumps({"id": request["wipe"], "clean": clean}).encode())
             continue
         if "run" not in request or len(fds) != 3:
@@ -650,7 +861,7 @@ def cmd_serve(argv: list[str]) -> int:
         report = _serve_one(ctrl, request, fds, scratch, request["run"])
         ctrl.send(json.dumps(report).encode())  # first: the run's time does not include the wipe
         if not request.get("keep_scratch"):
-            clean = _wipe(scratch)
+            clean = renew()
 
 
 def cmd_probe(argv: list[str]) -> int:

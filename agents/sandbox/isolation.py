@@ -1,5 +1,6 @@
-"""Isolation: the bubblewrap command line (namespaces, read-only filesystem, no network, clearenv) and
-what this machine supports, found by trying (:func:`detect_isolation`: bwrap, seccomp, user namespaces)."""
+"""Isolation: the bubblewrap command line (namespaces, read-only filesystem, no network, clearenv), the
+host identity a jail runs as (:func:`host_uid`: never root), and what this machine supports, found by
+trying (:func:`detect_isolation`: bwrap, seccomp, user namespaces)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,19 @@ from typing import Any
 
 from agents.sandbox import inside as harness
 from agents.sandbox.cgroups import cgroup_support
-from agents.sandbox.limits import DEFAULT_LIMITS
+from agents.sandbox.errors import SandboxConfigError
+from agents.sandbox.limits import SCRATCH_INODES, jail_rlimits
 
 BWRAP = "bwrap"
 UNSAFE = "UNSAFE-rlimits-only"
 ISOLATIONS = (BWRAP, UNSAFE)
 HARNESS_PATH = Path(harness.__file__).resolve()
-SANDBOX_UID = 65534
+SANDBOX_UID = 65534  # the uid a run has inside its jail
+# The host uid of every jail when gf2env runs as root: bubblewrap started by root would map the jail's uid
+# to host root (whose files include every global sysctl), so the wrapper becomes this uid first. It is
+# nobody's: above the ranges that systemd gives containers (up to 0x6FFFFFFF) and below 2**31.
+DEFAULT_HOST_UID = 2_100_000_000
+HOST_UID_ENV = "GF2_SANDBOX_HOST_UID"  # another unused uid, where this one is not mapped (a container)
 HOST_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # all bwrap itself gets from the host
 SANDBOX_ENV = {
     "PATH": "/usr/bin:/bin",
@@ -38,7 +45,8 @@ SANDBOX_ENV = {
 # environment is ours alone, and the harness drops its own directory from sys.path.
 PYTHON_FLAGS = ("-S", "-s", "-B")
 # every namespace (user, pid, net, ipc, uts, cgroup), no nested user namespaces, SIGKILL with the parent,
-# a new session (no terminal to inject into), and an empty environment but SANDBOX_ENV
+# a new session (no terminal to inject into), an empty environment but SANDBOX_ENV, and no bwrap init:
+# the fork server is the jail's pid 1 itself (not dumpable, so no run can open its memory or fds)
 BWRAP_FLAGS = (
     "--unshare-all",
     "--unshare-user",
@@ -46,7 +54,11 @@ BWRAP_FLAGS = (
     "--die-with-parent",
     "--new-session",
     "--clearenv",
+    "--as-pid-1",
 )
+# The fork server keeps one capability, in the jail's own user namespace only: mounting, to give every
+# run and episode a new scratch tmpfs and to make /proc/sys read-only (inside.py); each run drops it.
+SERVER_CAPS = ("CAP_SYS_ADMIN",)
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = ("/etc/ld.so.cache",)
 
@@ -75,12 +87,36 @@ def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def bwrap_argv(bwrap: str, scratch_mb: int) -> list[str]:
+def host_uid() -> int | None:
+    """The host uid (and gid) a jail runs as: None when this process is not root (the jail is then
+    this user, unprivileged already), else ``$GF2_SANDBOX_HOST_UID`` or :data:`DEFAULT_HOST_UID`."""
+    if os.geteuid() != 0:
+        return None
+    raw = os.environ.get(HOST_UID_ENV, "")
+    if not raw:
+        return DEFAULT_HOST_UID
+    if not raw.isdigit() or not 0 < int(raw) < 2**32 - 1:
+        raise SandboxConfigError(
+            f"{HOST_UID_ENV}={raw!r}: give an unused uid other than 0 (a positive integer below 2**32 - 1)."
+        )
+    return int(raw)
+
+
+def scratch_spec(scratch_mb: int) -> str:
+    """How the fork server makes each new scratch: a tmpfs of ``scratch_mb`` MiB and SCRATCH_INODES."""
+    return f"tmpfs:{scratch_mb}:{SCRATCH_INODES}"
+
+
+def bwrap_argv(bwrap: str) -> list[str]:
     """bwrap and its options, up to the command: the harness at /sandbox/harness.py, numpy's
-    site-packages at /sandbox/site-packages, a ``scratch_mb`` tmpfs at /scratch (/tmp links to it)."""
+    site-packages at /sandbox/site-packages, a mount point at /scratch (/tmp links to it) on which the
+    fork server mounts each run's scratch (:func:`scratch_spec`)."""
     python, prefix = interpreter()
     uid = str(SANDBOX_UID)
-    argv = [bwrap, *BWRAP_FLAGS, "--cap-drop", "ALL", "--uid", uid, "--gid", uid, "--hostname", "gf2-sandbox"]
+    argv = [bwrap, *BWRAP_FLAGS, "--cap-drop", "ALL"]
+    for cap in SERVER_CAPS:
+        argv += ["--cap-add", cap]
+    argv += ["--uid", uid, "--gid", uid, "--hostname", "gf2-sandbox"]
     for key, value in SANDBOX_ENV.items():
         argv += ["--setenv", key, value]
     for path in SYSTEM_DIRS:
@@ -97,12 +133,23 @@ def bwrap_argv(bwrap: str, scratch_mb: int) -> list[str]:
         argv += ["--ro-bind", site, "/sandbox/site-packages"]
     argv += ["--ro-bind", str(HARNESS_PATH), "/sandbox/harness.py"]
     argv += ["--proc", "/proc", "--dev", "/dev"]
-    argv += ["--size", str(scratch_mb << 20), "--perms", "0700", "--tmpfs", "/scratch"]
+    argv += ["--size", "4096", "--perms", "0700", "--tmpfs", "/scratch"]  # covered by the server's
     argv += ["--symlink", "/scratch", "/tmp"]  # one tmpfs: the memory budget counts it once
     # the root (bwrap's tmpfs) and /dev read-only: only /scratch can be written
     argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/scratch"]
     assert python.startswith(prefix) or any(_within(python, d) for d in SYSTEM_DIRS), python
     return argv
+
+
+def jail_command(bwrap: str, command: list[str], cgroup_procs: str = "-") -> list[str]:
+    """The host's command line for ``harness.py COMMAND...`` in a jail: the trusted wrapper (join the
+    cgroup whose ``cgroup.procs`` is ``cgroup_procs``, set the jail's rlimits, on a root host stage
+    what bwrap binds and become :func:`host_uid`), then bwrap, then the harness."""
+    python, _ = interpreter()
+    uid = host_uid()
+    limits = harness.format_rlimits(jail_rlimits(own_host_uid=uid is not None))
+    wrapper = [python, *PYTHON_FLAGS, str(HARNESS_PATH), "limit", limits, cgroup_procs, str(uid or "-")]
+    return [*wrapper, "--", *bwrap_argv(bwrap), python, *PYTHON_FLAGS, "/sandbox/harness.py", *command]
 
 
 def _probe(argv: list[str]) -> tuple[dict[str, Any], str]:
@@ -145,19 +192,13 @@ def _detect(bwrap: str) -> tuple[tuple[str, bool | str], ...]:
     info["seccomp"] = not reason
     info["seccomp_error"] = reason
     info["memory_cgroup"], info["memory_cgroup_error"] = cgroup_support()
+    info["jail_host_uid"] = str(host_uid() or os.geteuid())  # never 0: see host_uid
     found = shutil.which(bwrap) or ""
     info["bwrap_path"] = found
     if not found:
         info["bwrap"], info["bwrap_error"] = False, f"no executable {bwrap!r} on PATH"
     else:
-        argv = [
-            *bwrap_argv(found, DEFAULT_LIMITS.scratch_mb),
-            python,
-            *PYTHON_FLAGS,
-            "/sandbox/harness.py",
-            "probe",
-        ]
-        report, error = _probe(argv)
+        report, error = _probe(jail_command(found, ["probe"]))
         if not error and report.get("uid") != SANDBOX_UID:
             error = f"the sandboxed probe ran as uid {report.get('uid')}, not {SANDBOX_UID}"
         info["bwrap"], info["bwrap_error"] = not error, error

@@ -35,9 +35,10 @@ from agents.sandbox.isolation import (
     HOST_ENV,
     PYTHON_FLAGS,
     SANDBOX_ENV,
-    bwrap_argv,
     interpreter,
+    jail_command,
     numpy_site,
+    scratch_spec,
 )
 from agents.sandbox.limits import STOP_REASONS, SandboxLimits, SandboxResult, jail_rlimits
 from agents.sandbox.supervise import Streams, kill_tree, resident_mb, tree_pids, tree_resident_mb
@@ -96,24 +97,24 @@ class Worker:
         self.ctrl = ctrl
         python, _ = interpreter()
         site = numpy_site()
-        if jail.isolation == BWRAP:
-            sites = ["/sandbox/site-packages"] if site else []
-            inner = [*bwrap_argv(jail.bwrap, jail.scratch_mb), python, *PYTHON_FLAGS, "/sandbox/harness.py"]
-            inner += ["serve", str(theirs.fileno()), "/scratch", *sites]
-            env, cwd = HOST_ENV, "/"
-        else:
-            self.host_scratch = tempfile.mkdtemp(prefix="gf2-sandbox-")
-            inner = [python, *PYTHON_FLAGS, str(HARNESS_PATH), "serve", str(theirs.fileno())]
-            inner += [self.host_scratch, *([site] if site else [])]
-            env, cwd = {**SANDBOX_ENV, "HOME": self.host_scratch}, self.host_scratch
-        limits = harness.format_rlimits(jail_rlimits())
         self.cgroup: MemoryCgroup | None = None
         try:
             if jail.cgroup:
                 self.cgroup = MemoryCgroup(jail.cgroup, jail.memory_mb)
                 self.cgroup_limit_mb = jail.memory_mb
             procs = self.cgroup.procs if self.cgroup else "-"
-            argv = [python, *PYTHON_FLAGS, str(HARNESS_PATH), "limit", limits, procs, "--", *inner]
+            if jail.isolation == BWRAP:
+                sites = ["/sandbox/site-packages"] if site else []
+                serve = ["serve", str(theirs.fileno()), "/scratch", scratch_spec(jail.scratch_mb), *sites]
+                argv = jail_command(jail.bwrap, serve, procs)
+                env, cwd = HOST_ENV, "/"
+            else:
+                self.host_scratch = tempfile.mkdtemp(prefix="gf2-sandbox-")
+                inner = [python, *PYTHON_FLAGS, str(HARNESS_PATH), "serve", str(theirs.fileno())]
+                inner += [self.host_scratch, "dir", *([site] if site else [])]
+                env, cwd = {**SANDBOX_ENV, "HOME": self.host_scratch}, self.host_scratch
+                limits = harness.format_rlimits(jail_rlimits(own_host_uid=False))
+                argv = [python, *PYTHON_FLAGS, str(HARNESS_PATH), "limit", limits, procs, "-", "--", *inner]
             self.proc = _spawn(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -138,6 +139,8 @@ class Worker:
             if not isinstance(ready, dict) or not isinstance(ready.get("ready"), int):
                 raise SandboxUnavailableError(f"the sandbox worker did not start: {self._why()}")
             self.zygote = self._find_zygote()
+            if jail.isolation == BWRAP:
+                self._check_host_identity()
             self.overhead_mb = tree_resident_mb(self.proc.pid)
             self.vm_size_mb = _vm_size_mb(self.zygote)
         except BaseException:
@@ -163,6 +166,20 @@ class Worker:
         assert self.proc.stderr is not None
         text = self.proc.stderr.read(4096).decode(errors="replace").strip()
         return text or f"exit status {self.proc.returncode}"
+
+    def _check_host_identity(self) -> None:
+        """Refuse a jail any of whose processes is host root, as the host sees them (bwrap and the
+        fork server): a root host's wrapper must have become :func:`host_uid` before bwrap."""
+        for pid in tree_pids(self.proc.pid):
+            try:
+                with open(f"/proc/{pid}/status") as fh:
+                    ids = [line.split() for line in fh if line.startswith(("Uid:", "Gid:"))]
+            except OSError:  # gone: the run that asks next will find out
+                continue
+            if any("0" in fields[1:] for fields in ids):
+                raise SandboxUnavailableError(
+                    f"the sandbox worker's process {pid} runs as host root ({ids}); a jail must not."
+                )
 
     def _find_zygote(self) -> int:
         """The host pid of the fork server: the last of the fresh worker's tree, which is a chain

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from agents.sandbox import DEFAULT_LIMITS, Sandbox, SandboxConfigError, SandboxLimits
+from agents.sandbox.limits import SCRATCH_INODES
 from agents.sandbox.supervise import tree_pids
-from tests.agents.sandbox_judge import HAVE_BWRAP, INFO, MODE_PARAMS, MODES, make_sandbox
+from tests.agents.sandbox_judge import HAVE_BWRAP, INFO, MODE_PARAMS, MODES, make_sandbox, needs_bwrap
 from tests.paths import REPO
 
 
@@ -259,30 +260,52 @@ def test_a_memory_cgroup_holds_each_worker_and_counts_its_scratch() -> None:
     assert not path.exists()  # removed with its worker
 
 
-@pytest.mark.parametrize("mode", MODE_PARAMS)
-def test_a_scratch_full_of_files_slows_neither_its_run_nor_the_next(mode: str) -> None:
-    """The run's report comes before the wipe, and the next run's clock starts when its process
-    does; a scratch that cannot be emptied (too deep) sends the next run to a fresh worker."""
-    flood = textwrap.dedent(
-        """
-        import os, time
-        end, made = time.monotonic() + 1.0, 0
+FLOOD = textwrap.dedent(
+    """
+    import os, time
+    end, made = time.monotonic() + 1.0, 0
+    try:
         while time.monotonic() < end:
             open(f"f{made}", "w").close()
             made += 1
+    finally:
         print(made)
-        """
-    )
-    deep = "import os\nfor _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\nprint('deep')"
-    with make(mode, workers=1) as sandbox:
+    """
+)
+DEEP = "import os\nfor _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\nprint('deep')"
+LIST = "import os\nprint(os.listdir('.'))"
+
+
+def test_a_scratch_full_of_files_slows_neither_its_run_nor_the_next_unsafe() -> None:
+    """The run's report comes before the wipe, and the next run's clock starts when its process
+    does; a scratch that cannot be emptied (too deep) sends the next run to a fresh worker."""
+    with make("unsafe", workers=1) as sandbox:
         started = time.monotonic()
-        flooded = sandbox.run(flood)
+        flooded = sandbox.run(FLOOD)
         assert flooded.ok and int(flooded.stdout) > 1000 and time.monotonic() - started < 2.0
-        after = sandbox.run("import os\nprint(os.listdir('.'))")
+        after = sandbox.run(LIST)
         assert after.stdout == "[]\n" and after.wall_s < 1.0
-        assert sandbox.run(deep).stdout == "deep\n"
-        assert sandbox.run("import os\nprint(os.listdir('.'))").stdout == "[]\n"  # on a fresh worker
+        assert sandbox.run(DEEP).stdout == "deep\n"
+        assert sandbox.run(LIST).stdout == "[]\n"  # on a fresh worker
         assert sandbox.workers_retired == 1 and sandbox.workers_started == 2
+
+
+@needs_bwrap
+def test_a_scratch_holds_so_many_files_and_each_run_gets_a_new_one() -> None:
+    """Under bwrap each run's scratch is a new tmpfs of SCRATCH_INODES inodes: a flood of files stops
+    there (ENOSPC, not a slow wipe), and neither a flood nor a tree too deep to wipe reaches the next
+    run, which starts on the same worker at once."""
+    with make("bwrap", workers=1) as sandbox:
+        started = time.monotonic()
+        flooded = sandbox.run(FLOOD)
+        assert "No space left on device" in flooded.stderr, flooded
+        assert int(flooded.stdout) == SCRATCH_INODES - 1  # the root directory is one of them
+        assert time.monotonic() - started < 2.0
+        after = sandbox.run(LIST)
+        assert after.stdout == "[]\n" and after.wall_s < 1.0
+        assert sandbox.run(DEEP).stdout == "deep\n"
+        assert sandbox.run(LIST).stdout == "[]\n"
+        assert sandbox.workers_retired == 0 and sandbox.workers_started == 1
 
 
 @pytest.mark.skipif(not INFO["memory_cgroup"], reason=f"no memory cgroup: {INFO['memory_cgroup_error']}")
