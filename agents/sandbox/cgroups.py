@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import signal
 import subprocess
 import time
 import warnings
@@ -29,6 +30,7 @@ FILES = {
     V2: ("memory.max", "memory.swap.max", "memory.peak", "memory.events"),
 }
 _count = itertools.count()
+EMPTY_S = 10.0  # how long a worker's processes may take to go (a killed tree freeing a full scratch)
 
 
 def _own_path(version: str) -> str:
@@ -117,13 +119,13 @@ class MemoryCgroup:
         limit, swap, self._peak, self._events = FILES[version]
         self.path = _parent(version) / f"gf2-sandbox-{os.getpid()}-{next(_count)}"
         self._limit, self._swap = limit, swap
+        self.procs = str(self.path / "cgroup.procs")
         self.path.mkdir()
         try:
             self.set_limit(limit_mb)
         except OSError:
             self.remove()
             raise
-        self.procs = str(self.path / "cgroup.procs")
 
     def set_limit(self, limit_mb: int) -> None:
         """Hold the group to ``limit_mb`` MiB, swap included (v1 wants memory+swap at least the memory
@@ -165,10 +167,34 @@ class MemoryCgroup:
             pass
         return 0
 
+    def pids(self) -> list[int]:
+        """The processes in the group now (none once it is gone)."""
+        try:
+            return [int(pid) for pid in Path(self.procs).read_text().split()]
+        except (OSError, ValueError):
+            return []
+
+    def empty(self, seconds: float = EMPTY_S) -> bool:
+        """SIGKILL every process in the group until none is left (a tree the host could not see whole,
+        one still freeing a large scratch), for at most ``seconds``; True when it is empty."""
+        end = time.monotonic() + seconds
+        while pids := self.pids():
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.01)
+        return True
+
     def remove(self) -> None:
-        """Remove the group once its processes are gone (they may take a moment to be reaped); a group
-        that cannot go is warned about, not hidden."""
-        for _ in range(50):
+        """Empty the group (:meth:`empty`) and remove it; a group that cannot go is warned about, not
+        hidden."""
+        self.empty()
+        end = time.monotonic() + EMPTY_S
+        while True:
             try:
                 self.path.rmdir()
                 return
@@ -176,7 +202,9 @@ class MemoryCgroup:
                 return
             except OSError as err:
                 error = err
-                time.sleep(0.01)
+            if time.monotonic() >= end:
+                break
+            time.sleep(0.01)
         warnings.warn(
             f"could not remove the sandbox's cgroup {self.path}: {error}", RuntimeWarning, stacklevel=2
         )

@@ -149,6 +149,29 @@ def test_the_papers_limits_in_the_sandbox():
     assert solved.ok and solved.stdout == "\\boxed{" + str(sorted(i + rec.n for i in rec.target)) + "}\n"
 
 
+@needs_bwrap
+def test_the_protocols_rules_hold_through_other_modules_builtins():
+    """The import allow-list and the denied builtins cannot be reached through a module's (or a
+    function's) ``__builtins__``; library code that needs a denied builtin still works."""
+    view = paper_record_view(record(g=3), "")
+    with Sandbox(PAPER_LIMITS, workers=1) as sandbox:
+        for attempt in (
+            "import re\nre.__builtins__['__import__']('numpy')",
+            "import re\nre.compile.__builtins__['__import__']('os')",
+            "import re\nprint(re.__builtins__['open']('/etc/hostname').read())",
+            "import re\nprint(re.__builtins__['eval']('1 + 1'))",
+            "import json\njson.loads.__globals__['__builtins__']['exec']('x = 1')",
+            "import functools\nprint(functools.partial(functools.__builtins__['compile'], 'x', 'f', 'exec')())",
+        ):
+            run = sandbox.run(attempt, view)
+            assert run.exit_code == 1 and ("not allowed" in run.stderr), (attempt, run.stderr)
+        library = sandbox.run(
+            "import collections, json\nP = collections.namedtuple('P', 'x y')\nprint(P(1, 2), json.dumps([1]))",
+            view,
+        )
+        assert library.ok and library.stdout == "P(x=1, y=2) [1]\n", library
+
+
 def test_sandbox_limits_refuse_bad_rule_lists():
     from agents.sandbox import SandboxLimits
 
