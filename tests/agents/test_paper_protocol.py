@@ -161,14 +161,12 @@ def test_the_protocols_rules_hold_through_other_modules_builtins():
             "import re\nprint(re.__builtins__['open']('/etc/hostname').read())",
             "import re\nprint(re.__builtins__['eval']('1 + 1'))",
             "import json\njson.loads.__globals__['__builtins__']['exec']('x = 1')",
-            "import functools\nprint(functools.partial(functools.__builtins__['compile'], 'x', 'f', 'exec')())",
+            "import functools as f\nprint(f.partial(f.__builtins__['compile'], 'x', 'f', 'exec')())",
         ):
             run = sandbox.run(attempt, view)
             assert run.exit_code == 1 and ("not allowed" in run.stderr), (attempt, run.stderr)
-        library = sandbox.run(
-            "import collections, json\nP = collections.namedtuple('P', 'x y')\nprint(P(1, 2), json.dumps([1]))",
-            view,
-        )
+        code = "import collections as c, json\nP = c.namedtuple('P', 'x y')\nprint(P(1, 2), json.dumps([1]))"
+        library = sandbox.run(code, view)
         assert library.ok and library.stdout == "P(x=1, y=2) [1]\n", library
 
 
