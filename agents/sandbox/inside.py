@@ -528,7 +528,7 @@ def _builtins(imports: list | None, denied: list) -> object:
         return real_import(name, globals, locals, fromlist, level)
 
     def refuse(name: str, real: Callable) -> Callable:
-        def guarded(*args, **kwargs):  # type: ignore[no-untyped-def]
+        def guarded(*args, **kwargs):
             if _from_model():
                 raise NameError(f"name {name!r} is not allowed by this tool protocol")
             return real(*args, **kwargs)

@@ -8,23 +8,31 @@ empty scratch:
    whole of the run; it is SIGKILLed at its end (with every thread it started), and a worker the
    host has to stop from outside is killed as a tree (under bwrap its pid namespace dies with it);
 2. ``bwrap-namespaces``, ``read-only-fs``, ``no-network`` (:mod:`~agents.sandbox.isolation`):
-   bubblewrap with every namespace unshared, uid 65534, no capabilities, a read-only root holding
-   only ``/usr``, the Python installation and numpy's site-packages, a size-capped tmpfs
-   ``/scratch`` (the working directory; ``/tmp`` links to it), wiped after every run;
-3. ``clearenv`` (:mod:`~agents.sandbox.isolation`): none of the host's environment reaches the
+   bubblewrap with every namespace unshared, uid 65534, no capabilities for runs, a read-only root
+   holding only ``/usr``, the Python installation and numpy's site-packages; the fork server is the
+   jail's pid 1 and not dumpable (no run can read or write its memory or descriptors);
+3. ``own-host-uid`` (:func:`~agents.sandbox.isolation.host_uid`, a root host only): the jail's uid
+   is an unprivileged host uid of its own, never host root, so nothing in it can write a host-wide
+   kernel setting, and the kernel counts its tasks (``RLIMIT_NPROC``) where root's are not;
+4. ``proc-read-only`` and ``fresh-scratch`` (:mod:`~agents.sandbox.inside`): /proc's host-wide parts
+   (``/proc/sys``, ``/proc/sysrq-trigger``, ...) read-only and its kernel-information files masked;
+   every run (every workspace episode) gets a new tmpfs at ``/scratch`` (the working directory;
+   ``/tmp`` links to it), of ``scratch_mb`` and at most SCRATCH_INODES files, so nothing of one run,
+   not even the directory's extended attributes, times or inode numbers, reaches the next;
+5. ``clearenv`` (:mod:`~agents.sandbox.isolation`): none of the host's environment reaches the
    sandbox (not even bwrap's own, which a sandboxed process could read from ``/proc/1/environ``);
-4. ``rlimits`` (:mod:`~agents.sandbox.limits`, set in :mod:`~agents.sandbox.inside`): CPU seconds,
-   address space (the memory budget less the worker and the scratch), file size, open files, no core
-   dumps, set in the run's process before the code runs;
-5. ``seccomp`` (:mod:`~agents.sandbox.inside`): a classic-BPF filter (x86_64) installed in the run's
+6. ``rlimits`` (:mod:`~agents.sandbox.limits`, set in :mod:`~agents.sandbox.inside`): CPU seconds,
+   address space (the memory budget less the worker and the scratch), file size, open files, tasks,
+   queued signals, no core dumps and no locked memory, set in the run's process before the code runs;
+7. ``seccomp`` (:mod:`~agents.sandbox.inside`): a classic-BPF filter (x86_64) installed in the run's
    process before the code runs: no sockets, no new processes or programs (threads still work), no
    signals, rlimits or priorities aimed at other processes, no ptrace, mounts, namespaces, keyrings,
-   bpf, modules, io_uring, System V or POSIX IPC, memory files;
-6. ``timeout``, ``output-cap`` and ``memory-watch`` (:mod:`~agents.sandbox.workers`): the worker
+   bpf, modules, io_uring, AIO, inotify, System V or POSIX IPC, memory files, ``PR_SET_DUMPABLE``;
+8. ``timeout``, ``output-cap`` and ``memory-watch`` (:mod:`~agents.sandbox.workers`): the worker
    kills the run after ``wall_s``; the host has it killed once stdout or stderr passes
    ``output_bytes`` or the whole tree's resident memory passes ``memory_mb``, and kills the whole
-   worker if it does not report within 2 s of the wall clock;
-7. ``memory-cgroup-v2`` or ``memory-cgroup-v1`` (:mod:`~agents.sandbox.cgroups`, where this machine
+   worker if it does not report within BACKSTOP_S of the wall clock;
+9. ``memory-cgroup-v2`` or ``memory-cgroup-v1`` (:mod:`~agents.sandbox.cgroups`, where this machine
    lets the host make one): the worker's whole tree in a memory cgroup of ``memory_mb``, no swap.
 
 The code sees ``record`` (:func:`~agents.sandbox.view.record_view`, never the target) and the
@@ -46,7 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agents.sandbox.errors import SandboxConfigError, SandboxUnavailableError
-from agents.sandbox.isolation import BWRAP, ISOLATIONS, UNSAFE, detect_isolation
+from agents.sandbox.isolation import BWRAP, ISOLATIONS, UNSAFE, detect_isolation, host_uid
 from agents.sandbox.limits import DEFAULT_LIMITS, SandboxLimits, SandboxResult
 from agents.sandbox.view import check_view, record_view
 from agents.sandbox.workers import ATTEMPTS, Jail, Worker, WorkerGoneError
@@ -110,7 +118,15 @@ class Sandbox:
         self.seccomp = bool(info["seccomp"])
         layers = ["process-group", "rlimits", "timeout", "output-cap", "memory-watch", "clearenv"]
         if isolation == BWRAP:
-            layers[5:5] = ["bwrap-namespaces", "read-only-fs", "no-network"]
+            layers[5:5] = [
+                "bwrap-namespaces",
+                "read-only-fs",
+                "no-network",
+                "proc-read-only",
+                "fresh-scratch",
+            ]
+            if host_uid() is not None:
+                layers.insert(5, "own-host-uid")
         else:
             _warn_unsafe()
         if self.seccomp:

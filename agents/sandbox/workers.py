@@ -44,8 +44,9 @@ from agents.sandbox.limits import STOP_REASONS, SandboxLimits, SandboxResult, ja
 from agents.sandbox.supervise import Streams, kill_tree, resident_mb, tree_pids, tree_resident_mb
 
 START_S = 30.0  # how long a worker may take to say it is ready
-BACKSTOP_S = 2.0  # beyond the wall clock: the worker did not report, so the host kills it
-DRAIN_S = 1.0  # how long the pipes may stay open once the report is in
+BACKSTOP_S = 0.5  # beyond the wall clock: the worker did not report, so the host kills it (a run
+# returns within wall_s + 0.75 s, measured from outside, even then)
+DRAIN_S = 0.2  # how long the pipes may stay open once the report is in (nothing else holds them)
 SAMPLE_S = 0.01  # how often the host reads the tree's memory during a run
 MIN_ADDRESS_SPACE_MB = 32  # what a run needs beyond the worker's own address space
 ATTEMPTS = 3  # workers a run may be sent to when each is found dead before it starts
