@@ -865,7 +865,8 @@ def cmd_serve(argv: list[str]) -> int:
 
 
 def cmd_probe(argv: list[str]) -> int:
-    """``probe [seccomp]``: print what this process can and cannot do, as one JSON line."""
+    """``probe [seccomp | jail SCRATCH SCRATCH_SPEC]``: print what this process can and cannot do, as
+    one JSON line (``jail``: whether it can set /proc and a scratch up as the fork server does)."""
     import errno
     import json
     import socket
@@ -896,6 +897,12 @@ def cmd_probe(argv: list[str]) -> int:
                 if name == "fork" and isinstance(pid, int):
                     os.waitpid(pid, 0)
                 report[f"{name}_blocked"] = False
+    if argv[:1] == ["jail"] and len(argv) == 3:
+        try:
+            enclose_proc()
+            report["mounts"] = new_scratch(argv[1], argv[2], covering=False) or "no scratch tmpfs"
+        except OSError as err:
+            report["mounts"] = str(err)
     print(json.dumps(report), flush=True)
     return 0
 

@@ -198,9 +198,14 @@ def _detect(bwrap: str) -> tuple[tuple[str, bool | str], ...]:
     if not found:
         info["bwrap"], info["bwrap_error"] = False, f"no executable {bwrap!r} on PATH"
     else:
-        report, error = _probe(jail_command(found, ["probe"]))
+        report, error = _probe(jail_command(found, ["probe", "jail", "/scratch", scratch_spec(1)]))
         if not error and report.get("uid") != SANDBOX_UID:
             error = f"the sandboxed probe ran as uid {report.get('uid')}, not {SANDBOX_UID}"
+        elif not error and report.get("mounts") is not True:
+            error = (
+                "the jail's fork server cannot mount its scratch tmpfs or make /proc read-only "
+                f"({report.get('mounts')}); a security module may deny mounts in bwrap's user namespace"
+            )
         info["bwrap"], info["bwrap_error"] = not error, error
     return tuple(info.items())
 
