@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from agents.sandbox import DEFAULT_LIMITS, Sandbox, SandboxConfigError, SandboxLimits
+from agents.sandbox.isolation import HOST_UID_ENV, host_uid
 from agents.sandbox.limits import SCRATCH_INODES
 from agents.sandbox.supervise import tree_pids
 from tests.agents.sandbox_judge import HAVE_BWRAP, INFO, MODE_PARAMS, MODES, make_sandbox, needs_bwrap
@@ -322,3 +323,65 @@ def test_groups_of_killed_hosts_are_removed_and_joining_is_checked() -> None:
     assert not stale.exists() and live.path.exists()  # this process's own group stays
     live.remove()
     assert not live.path.exists()
+
+
+def host_ids(pid: int) -> tuple[list[int], list[int]]:
+    """A process's (real, effective, saved, fs) uids and gids as the host sees them."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(("Uid:", "Gid:")):
+            fields[line[:3]] = [int(v) for v in line.split()[1:]]
+    return fields["Uid"], fields["Gid"]
+
+
+@needs_bwrap
+def test_no_process_of_a_jail_is_host_root_and_its_server_is_closed_to_runs() -> None:
+    """Every process below the wrapper (bwrap, the fork server, a run) has the jail's host uid: on a
+    root host the sandbox's own, else this user's; the fork server is the jail's pid 1, and a run
+    cannot open its memory or descriptors, nor make itself dumpable."""
+    expected = host_uid() if os.geteuid() == 0 else os.geteuid()
+    probe = textwrap.dedent(
+        """
+        import ctypes, os
+        print(os.getpid() != 1, open("/proc/1/cmdline").read().split("\\0")[4])
+        for path in ("/proc/1/mem", "/proc/1/fd/0", "/proc/1/environ"):
+            try:
+                open(path, "rb").read(1)
+                print("opened", path)
+            except OSError as err:
+                print(type(err).__name__)
+        print(ctypes.CDLL(None, use_errno=True).prctl(4, 1, 0, 0, 0), ctypes.get_errno())
+        import time; time.sleep(0.5)
+        """
+    )
+    with make("bwrap", workers=1) as sandbox:
+        sandbox.start()
+        result: list = []
+        thread = threading.Thread(target=lambda: result.append(sandbox.run(probe)))
+        thread.start()
+        time.sleep(0.15)
+        jailed = {pid: host_ids(pid) for pid in descendants()}
+        thread.join()
+        assert len(jailed) >= 3  # bwrap, the server, the run (the wrapper became bwrap)
+        for pid, (uids, gids) in jailed.items():
+            assert set(uids) == {expected} and set(gids) == {expected}, (pid, uids, gids)
+        run = result[0]
+        assert run.ok and run.stdout.splitlines() == [
+            "True /sandbox/harness.py",
+            "PermissionError",
+            "PermissionError",
+            "PermissionError",
+            "-1 1",
+        ], run
+
+
+def test_the_host_uid_is_configurable_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.geteuid() != 0:
+        assert host_uid() is None  # a user's jail is that user
+        return
+    monkeypatch.setenv(HOST_UID_ENV, "2100000077")
+    assert host_uid() == 2100000077
+    for bad in ("0", "-5", "root", str(2**32 - 1)):
+        monkeypatch.setenv(HOST_UID_ENV, bad)
+        with pytest.raises(SandboxConfigError, match=HOST_UID_ENV):
+            host_uid()
