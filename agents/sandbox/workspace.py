@@ -42,8 +42,9 @@ INVENTORY_DEADLINE_S = 0.5  # the inventory's own clock: past it, it stops and s
 INVENTORY_ENTRIES = 2000  # files and directories listed at most
 INVENTORY_FILE_BYTES = 1 << 20  # source read and parsed at most, a module
 INVENTORY_TOTAL_BYTES = 4 << 20  # and in all
-INVENTORY_PARSE_S_PER_BYTE = 2e-6  # about what compiling to an AST costs: a parse that would run
-# past the deadline is not begun (it cannot be interrupted; the wall clock would end the run)
+# about what compiling to an AST costs here: a parse that would run past the deadline is not begun
+# (it cannot be interrupted; the run's wall clock would end it, and the whole inventory with it)
+INVENTORY_PARSE_S_PER_BYTE = 2e-6
 
 # Run in the workspace like any code (a fresh, limited process, under hostile-code conditions: the
 # scratch holds whatever earlier runs left there). It lists the scratch without following a link and
@@ -192,7 +193,7 @@ for path, mode in modes.items():
     leaf = next((tail[: -len(suffix)] for suffix in suffixes if tail.endswith(suffix)), None)
     if leaf is None and (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
         leaf = tail  # a package, or a link that may be one
-    if leaf is None or not leaf or "." in leaf or "." in head or (partial is not None and head == partial):
+    if not leaf or "." in leaf or "." in head or (partial is not None and head == partial):
         continue  # no module of this name (import splits names at dots), or a dir listed in part
     name = f"{head}/{leaf}".replace("/", ".") if head else leaf
     spec = resolve(name)
@@ -207,10 +208,10 @@ for path, mode in modes.items():
             elsewhere.add(spec[0])  # another file of the scratch: decided at its own entry
         continue
     handled.add(own)
-    size = files.get(path, -1)
     if type(spec[1]) is not SourceFileLoader or not stat.S_ISREG(mode) or has_bytecode(own):
         complete = False  # bytecode, an extension, a link: what it defines is not read from a source
         continue
+    size = files[path]
     if (
         size > FILE_BYTES
         or parsed + size > TOTAL_BYTES
