@@ -41,6 +41,8 @@ NO_BYTECODE_CACHE = "/proc/gf2-no-bytecode"
 # Where the wrapper of a root host stages what bwrap binds (a tmpfs in its own mount namespace, over the
 # first of these directories that exists), so that the unprivileged uid it becomes can reach them.
 STAGE_POINTS = ("/mnt", "/media", "/srv", "/opt", "/home", "/var")
+# A root host's jail becomes HOST_UID_BASE plus its wrapper's pid (see agents.sandbox.isolation)
+HOST_UID_BASE, WORKER_UID = 2_100_000_000, "worker"
 # /proc inside the jail: host-wide knobs read-only, kernel-information files and directories masked
 # (what container runtimes do). The jail's identity is not host root, so none of these is writable to
 # it anyway; this is the second layer.
@@ -466,7 +468,8 @@ def cmd_limit(argv: list[str]) -> int:
 
     Joins the memory cgroup whose ``cgroup.procs`` file is CGROUP_PROCS (``-``: none), sets each
     ``RLIMIT_X=soft:hard`` (inherited by everything below); with a HOST_UID (``-``: none; given when
-    the host is root) stages bwrap's binds (:func:`stage_binds`) and becomes that uid (:func:`become`);
+    the host is root; ``worker``: HOST_UID_BASE plus this process's pid, which bwrap keeps) stages
+    bwrap's binds (:func:`stage_binds`) and becomes that uid (:func:`become`);
     asks for SIGKILL when the thread that started it ends, then becomes the program (no process of its
     own stays behind)."""
     if len(argv) < 5 or argv[3] != "--":
@@ -480,7 +483,7 @@ def cmd_limit(argv: list[str]) -> int:
     if argv[2] != "-":
         try:
             program = stage_binds(program)
-            become(int(argv[2]))
+            become(HOST_UID_BASE + os.getpid() if argv[2] == WORKER_UID else int(argv[2]))
         except (OSError, ValueError) as err:
             print(f"gf2 sandbox wrapper: cannot leave root for uid {argv[2]}: {err}", file=sys.stderr)
             return 126

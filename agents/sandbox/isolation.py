@@ -25,11 +25,17 @@ UNSAFE = "UNSAFE-rlimits-only"
 ISOLATIONS = (BWRAP, UNSAFE)
 HARNESS_PATH = Path(harness.__file__).resolve()
 SANDBOX_UID = 65534  # the uid a run has inside its jail
-# The host uid of every jail when gf2env runs as root: bubblewrap started by root would map the jail's uid
-# to host root (whose files include every global sysctl), so the wrapper becomes this uid first. It is
-# nobody's: above the ranges that systemd gives containers (up to 0x6FFFFFFF) and below 2**31.
-DEFAULT_HOST_UID = 2_100_000_000
-HOST_UID_ENV = "GF2_SANDBOX_HOST_UID"  # another unused uid, where this one is not mapped (a container)
+# The host uid of a jail when gf2env runs as root: bubblewrap started by root would map the jail's uid
+# to host root (whose files include every global sysctl), so the wrapper becomes an unprivileged uid
+# first: HOST_UID_BASE plus the worker's host pid (its wrapper's, which bwrap keeps for the worker's
+# life), so that no two live jails share a uid, nor the kernel's per-uid counts (tasks, pipe buffers,
+# queued signals). The range is nobody's: above the uids that systemd gives containers (up to
+# 0x6FFFFFFF), below 2**31 for every pid up to the kernel's largest pid_max (2**22).
+HOST_UID_BASE = harness.HOST_UID_BASE
+WORKER_UID = harness.WORKER_UID  # what the wrapper is told: become HOST_UID_BASE + its own pid
+# One fixed uid for every jail instead, where that range is not mapped (a container with a short uid
+# map); the jails then share that uid's per-user counts.
+HOST_UID_ENV = "GF2_SANDBOX_HOST_UID"
 HOST_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # all bwrap itself gets from the host
 SANDBOX_ENV = {
     "PATH": "/usr/bin:/bin",
@@ -87,19 +93,20 @@ def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def host_uid() -> int | None:
-    """The host uid (and gid) a jail runs as: None when this process is not root (the jail is then
-    this user, unprivileged already), else ``$GF2_SANDBOX_HOST_UID`` or :data:`DEFAULT_HOST_UID`."""
+def host_uid() -> str | None:
+    """The host uid (and gid) the wrapper makes a jail: None when this process is not root (the jail is
+    then this user, unprivileged already), else :data:`WORKER_UID` (a uid of the worker's own:
+    HOST_UID_BASE plus its pid) or the fixed uid ``$GF2_SANDBOX_HOST_UID``."""
     if os.geteuid() != 0:
         return None
     raw = os.environ.get(HOST_UID_ENV, "")
     if not raw:
-        return DEFAULT_HOST_UID
+        return WORKER_UID
     if not raw.isdigit() or not 0 < int(raw) < 2**32 - 1:
         raise SandboxConfigError(
             f"{HOST_UID_ENV}={raw!r}: give an unused uid other than 0 (a positive integer below 2**32 - 1)."
         )
-    return int(raw)
+    return raw
 
 
 def scratch_spec(scratch_mb: int) -> str:
@@ -147,8 +154,8 @@ def jail_command(bwrap: str, command: list[str], cgroup_procs: str = "-") -> lis
     what bwrap binds and become :func:`host_uid`), then bwrap, then the harness."""
     python, _ = interpreter()
     uid = host_uid()
-    limits = harness.format_rlimits(jail_rlimits(own_host_uid=uid is not None))
-    wrapper = [python, *PYTHON_FLAGS, str(HARNESS_PATH), "limit", limits, cgroup_procs, str(uid or "-")]
+    limits = harness.format_rlimits(jail_rlimits(own_host_uid=uid == WORKER_UID))
+    wrapper = [python, *PYTHON_FLAGS, str(HARNESS_PATH), "limit", limits, cgroup_procs, uid or "-"]
     return [*wrapper, "--", *bwrap_argv(bwrap), python, *PYTHON_FLAGS, "/sandbox/harness.py", *command]
 
 
@@ -192,7 +199,9 @@ def _detect(bwrap: str) -> tuple[tuple[str, bool | str], ...]:
     info["seccomp"] = not reason
     info["seccomp_error"] = reason
     info["memory_cgroup"], info["memory_cgroup_error"] = cgroup_support()
-    info["jail_host_uid"] = str(host_uid() or os.geteuid())  # never 0: see host_uid
+    uid = host_uid()
+    own = f"{HOST_UID_BASE} + the worker's pid" if uid == WORKER_UID else uid
+    info["jail_host_uid"] = own or str(os.geteuid())  # never 0: see host_uid
     found = shutil.which(bwrap) or ""
     info["bwrap_path"] = found
     if not found:

@@ -11,11 +11,11 @@ from agents.sandbox.errors import SandboxConfigError
 
 # Tasks (processes and threads). A run's count is its jail's own (the jail is a user namespace of its
 # own, where the kernel counts tasks per uid): a thread storm stops at RUN_TASKS, under 1% of a default
-# pid_max of 32768. Host root ignores RLIMIT_NPROC, so a root host gives the whole jail a host uid of its
-# own (:func:`agents.sandbox.isolation.host_uid`), on which JAIL_TASKS bounds every jail of the machine
-# together; a non-root host keeps its own limit there (its other processes count against it too).
+# pid_max of 32768. Host root ignores RLIMIT_NPROC, so a root host gives each jail a host uid of its own
+# (:func:`agents.sandbox.isolation.host_uid`), whose tasks JAIL_TASKS bounds (the run's, the fork
+# server, bwrap); a non-root host keeps its own limit there (its other processes count against it too).
 RUN_TASKS = 256
-JAIL_TASKS = 2048
+JAIL_TASKS = 2 * RUN_TASKS
 JAIL_OPEN_FILES = 4096  # the worker's own; each run lowers it to its ``open_files``
 SCRATCH_INODES = 16384  # files and directories a scratch tmpfs may hold (and its xattrs' room: 1 KiB each)
 STOP_REASONS = ("exited", "error", "timeout", "cpu_limit", "memory_limit", "output_limit", "killed")
@@ -110,8 +110,8 @@ class SandboxLimits:
 
 def jail_rlimits(own_host_uid: bool) -> dict[str, tuple[int, int]]:
     """The limits the wrapper sets on a whole warm worker (each run then lowers its own);
-    ``own_host_uid``: the jail runs as the sandbox's own host uid (a root host), whose tasks on the
-    whole machine JAIL_TASKS bounds."""
+    ``own_host_uid``: the jail runs as a host uid of its own (a root host), whose tasks JAIL_TASKS
+    bounds."""
     limits = {"RLIMIT_NOFILE": (JAIL_OPEN_FILES,) * 2, "RLIMIT_CORE": (0, 0)}
     if own_host_uid:
         limits["RLIMIT_NPROC"] = (JAIL_TASKS,) * 2

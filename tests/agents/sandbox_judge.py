@@ -40,6 +40,7 @@ from agents.sandbox import UNSAFE, Sandbox, SandboxLimits, SandboxResult, detect
 from agents.sandbox import inside as harness
 from gf2env.oracle import TaskConfig
 from gf2env.records import Record, generate_record
+from tests.agents.host_state import in_jail, read_ids, restore_sysctls, sysctl_snapshot
 from tests.paths import REPO
 
 CORPUS = Path(__file__).with_name("sandbox_corpus")
@@ -166,6 +167,8 @@ class Context:
     record: Record
     record_json: str  # the record as the host saw it before the run
     host_digest: str  # the sandbox package's files and the canary dir, before the run
+    tmp_path: Path  # the test's own temp directory (secret, canaries and the run's temp files are in it)
+    sysctls: dict[str, bytes]  # the host's settings before the run (put back after it, should it get through)
     fill: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -231,6 +234,8 @@ def host_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: Record
         record=record,
         record_json=json.dumps(record.to_json(), sort_keys=True),
         host_digest="",
+        tmp_path=tmp_path,
+        sysctls=sysctl_snapshot(),
     )
     c.host_digest = host_digest(c)
     c.fill = {
@@ -244,6 +249,8 @@ def host_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: Record
         "PYTHON_PREFIX": str(INFO["python_prefix"]),
         "NUMPY_SITE": str(INFO["numpy_site"]),
         "HOST_PID": str(os.getpid()),
+        "TMP_PATH": str(tmp_path),
+        "PID_MAX_TENTH": str(int(Path("/proc/sys/kernel/pid_max").read_text()) // 10),
     }
     try:
         yield c
@@ -252,6 +259,11 @@ def host_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: Record
         canary.wait()
         tcp.close()
         udp.close()
+        restore_sysctls(c.sysctls)  # a no-op unless a snippet changed the host's settings
+        for directory in outside_places(c):  # what a snippet that got out left there
+            stray = Path(str(directory)) / c.tokenized_name
+            if stray.is_file() or stray.is_symlink():
+                stray.unlink()
 
 
 def fill(text: str, values: dict[str, str]) -> str:
@@ -282,14 +294,20 @@ def target_strings(rec: Record) -> list[str]:
     return [str(t), str(tuple(t)), json.dumps(t), '"target"']
 
 
+def outside_places(ctx: Context) -> tuple[str | Path, ...]:
+    """The host directories a snippet's tokenized file must never appear in."""
+    home = Path(os.environ.get("HOME", "/root"))
+    shared = ("/tmp", "/var/tmp", "/dev/shm", "/")
+    return (INFO["python_prefix"], "/usr", REPO, INFO["numpy_site"], ctx.canary_dir, *shared, home)
+
+
 def writes_outside(ctx: Context) -> list[str]:
     """Where a snippet's tokenized file appeared on the host, and whether the canaries changed."""
     found = []
-    home = Path(os.environ.get("HOME", "/root"))
-    places = (INFO["python_prefix"], "/usr", REPO, INFO["numpy_site"], ctx.canary_dir, "/tmp", "/", home)
-    for directory in places:
+    for directory in outside_places(ctx):
         if (Path(str(directory)) / ctx.tokenized_name).exists():
             found.append(f"wrote into {directory}")
+    found += [f"wrote {path}" for path in ctx.tmp_path.rglob(ctx.tokenized_name)]
     if host_digest(ctx) != ctx.host_digest:
         found.append(f"changed {SANDBOX_PACKAGE} or the canaries in {ctx.canary_dir}")
     return found
@@ -412,7 +430,11 @@ class TreeSampler:
     (who made it up) and ``tree.seen`` (every pid seen, with its start time). A peak shorter than the
     polling gap (or than the sampler thread's wait for a CPU on a loaded machine) can be missed;
     ``tree.hwm_mib`` cannot miss it while the process lives: the highest sum, over the processes alive
-    at one sample, of each one's own VmHWM (an upper bound: they may have peaked at different times)."""
+    at one sample, of each one's own VmHWM (an upper bound: they may have peaked at different times).
+
+    It also records who each process is on the host: ``tree.jailed`` maps every process seen in a jail
+    (bubblewrap and below: :func:`~tests.agents.host_state.in_jail`) to its command and host
+    ``(uids, gids)``, and ``tree.jailed_root`` lists those seen with a host uid or gid of 0."""
 
     def __init__(self, root: int | None = None, exclude: Iterable[int] = (), interval: float = 0.003) -> None:
         self.root = os.getpid() if root is None else root
@@ -423,6 +445,8 @@ class TreeSampler:
         self.peak_pids: list[int] = []
         self.samples = 0
         self.seen: dict[int, int | None] = {}
+        self.jailed: dict[int, tuple[str, tuple[tuple[int, ...], tuple[int, ...]]]] = {}
+        self.jailed_root: list[str] = []
         self._root_cmdline = Path(f"/proc/{self.root}/cmdline").read_bytes()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="tree-sampler", daemon=True)
@@ -440,12 +464,31 @@ class TreeSampler:
         for pid in pids:
             if pid not in self.seen:
                 self.seen[pid] = _start_time(pid)
+            self._identify(pid)
         memory = [memory_kib(pid) for pid in pids]
         total = sum(rss for rss, _ in memory)
         self.samples += 1
         self.hwm_kib = max(self.hwm_kib, sum(hwm for _, hwm in memory))
         if total > self.peak_kib:
             self.peak_kib, self.peak_pids = total, sorted(pids)
+
+    def _identify(self, pid: int) -> None:
+        """Record a jailed process's host identity. Its command line is read first: the host's wrapper
+        becomes the jail's uid before it becomes bwrap, so an identity read after it is the jail's."""
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+        except OSError:
+            return
+        if not in_jail(pid, argv):
+            return
+        ids = read_ids(pid)
+        if ids is None:
+            return
+        command = " ".join(argv)[:160]
+        if self.jailed.get(pid) != (command, ids):
+            self.jailed[pid] = (command, ids)
+            if 0 in ids[0] or 0 in ids[1]:
+                self.jailed_root.append(f"pid {pid} uids {ids[0]} gids {ids[1]}: {command}")
 
     def _is_root_copy(self, pid: int) -> bool:
         """A child forked from ``root`` that has not exec'ed yet: its memory is root's own (shared)."""

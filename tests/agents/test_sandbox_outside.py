@@ -14,8 +14,17 @@ report:
   command line or environment holds the run's token or temp directory (zombies count as gone: dead,
   they hold only a pid until init reaps them; a SIGKILLed tree is given 0.5 s to go);
 * files touched outside scratch: no tokenized file in the repo, the Python prefix, numpy's
-  site-packages, /usr, /, /tmp, $HOME or the canary directory; the canary tree and the sandbox
-  package unchanged; no temp file of the run left;
+  site-packages, /usr, /, /tmp, /var/tmp, /dev/shm, $HOME, the canary directory or anywhere in the
+  test's temp directory; the canary tree and the sandbox package unchanged; no temp file of the run
+  left;
+* the host's settings: every readable file under /proc/sys/{kernel,fs,vm,user} reads the same after
+  ``close()`` as before the run (but the few that change on their own:
+  :data:`~tests.agents.host_state.SYSCTL_VOLATILE`; ``fs.aio-nr`` back to at most what it was);
+* host-wide pools: while the run is in flight, the host itself can fork, ``io_setup``, make an inotify
+  instance and watch, and an eventfd, every 50 ms (:class:`~tests.agents.host_state.HostProber`);
+* identity: no process of a jail (bubblewrap and below) is ever seen with a host uid or gid of 0, and a
+  bwrap run's jail is seen at all;
+* cgroups: no memory cgroup of the Sandbox (``gf2-sandbox-<pid>-*``) left after ``close()``;
 * connections: the TCP and UDP listeners on 127.0.0.1 got nothing;
 * secrets: the one planted in the environment (``GF2_SECRET``) and on disk never appear in the output;
 * the answer channel: the record's target never appears in the output (no snippet can know it: the
@@ -33,16 +42,29 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from agents.sandbox import DEFAULT_LIMITS, STOP_REASONS, Sandbox, SandboxResult
+from agents.sandbox import (
+    DEFAULT_LIMITS,
+    STOP_REASONS,
+    Sandbox,
+    SandboxPool,
+    SandboxResult,
+    SandboxUnavailableError,
+)
+from agents.sandbox.limits import RUN_TASKS
 from gf2env.records import Record
+from tests.agents.host_state import HostProber, in_jail, sandbox_cgroups, sysctl_changes, sysctl_snapshot
 from tests.agents.sandbox_judge import (
+    CORPUS,
+    INFO,
     Case,
     Context,
     TreeSampler,
@@ -53,6 +75,7 @@ from tests.agents.sandbox_judge import (
     descendants,
     fill,
     make_sandbox,
+    needs_bwrap,
     processes_mentioning,
     target_strings,
     wait_until,
@@ -67,6 +90,31 @@ CASES = corpus_cases()
 
 
 @dataclass
+class HostWatch:
+    """The host around one run: its tree, the prober of host-wide pools, and after ``close()`` its
+    settings and the Sandbox's cgroups."""
+
+    tree: TreeSampler
+    probe: HostProber
+    sysctls: dict[str, bytes] = field(default_factory=dict)
+    cgroups: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def watch_host(before: set[int], sysctls_before: dict[str, bytes]) -> Iterator[HostWatch]:
+    """Sample the tree and probe the host while the body runs; then read the host's settings (given a
+    moment to settle: contexts freed at exit are counted back asynchronously) and the cgroups left
+    (those that were not there before)."""
+    cgroups = set(sandbox_cgroups())
+    with TreeSampler(exclude=before) as tree, HostProber() as probe:
+        watch = HostWatch(tree, probe)
+        yield watch
+    wait_until(lambda: not sysctl_changes(sysctls_before, sysctl_snapshot()), 1.0)
+    watch.sysctls = sysctl_snapshot()
+    watch.cgroups = sorted(set(sandbox_cgroups()) - cgroups)
+
+
+@dataclass
 class OutsideRun:
     """One run as the host saw it."""
 
@@ -74,13 +122,15 @@ class OutsideRun:
     elapsed: float  # the test's clock around run()
     tree: TreeSampler
     before: set[int]  # the test process's descendants before the sandbox was made
+    host: HostWatch
 
 
-def run_outside(new_sandbox: Callable[[], Sandbox], code: str, record: Record) -> OutsideRun:
+def run_outside(new_sandbox: Callable[[], Sandbox], code: str, record: Record, ctx: Context) -> OutsideRun:
     """Make a sandbox, run ``code`` on ``record`` and close the sandbox where it can be closed (warm
-    workers), all the while sampling the process tree: what the sandbox starts ahead counts too."""
+    workers), all the while sampling the process tree (what the sandbox starts ahead counts too) and
+    probing the host."""
     before = descendants(os.getpid())
-    with TreeSampler(exclude=before) as tree:
+    with watch_host(before, ctx.sysctls) as host:
         sandbox = new_sandbox()
         started = time.monotonic()
         result = sandbox.run_record(code, record)
@@ -88,7 +138,7 @@ def run_outside(new_sandbox: Callable[[], Sandbox], code: str, record: Record) -
         close = getattr(sandbox, "close", None)
         if callable(close):
             close()
-    return OutsideRun(result, elapsed, tree, before)
+    return OutsideRun(result, elapsed, host.tree, before, host)
 
 
 TOOL_STEP = "open('tools.py', 'w').write('def parity(bits):\\n    return sum(bits) % 2\\n')"
@@ -96,12 +146,12 @@ NEXT_EPISODE = "import os\nprint(sorted(os.listdir('.')))"
 
 
 def run_outside_in_workspace(
-    new_sandbox: Callable[[], Sandbox], code: str, record: Record
+    new_sandbox: Callable[[], Sandbox], code: str, record: Record, ctx: Context
 ) -> tuple[OutsideRun, SandboxResult]:
     """Like :func:`run_outside`, with ``code`` as the second step of an episode's workspace (after a
     step that built a tool), and then the first run of the next episode on the same Sandbox."""
     before = descendants(os.getpid())
-    with TreeSampler(exclude=before) as tree:
+    with watch_host(before, ctx.sysctls) as host:
         sandbox = new_sandbox()
         with sandbox.workspace() as workspace:
             assert workspace.run(TOOL_STEP).ok
@@ -111,7 +161,7 @@ def run_outside_in_workspace(
         with sandbox.workspace() as following:
             after = following.run(NEXT_EPISODE)
         sandbox.close()
-    return OutsideRun(result, elapsed, tree, before), after
+    return OutsideRun(result, elapsed, host.tree, before, host), after
 
 
 def leftovers(run: OutsideRun, ctx: Context) -> list[str]:
@@ -123,9 +173,24 @@ def leftovers(run: OutsideRun, ctx: Context) -> list[str]:
     return found
 
 
-def judge_outside(run: OutsideRun, ctx: Context, knows_target: bool = False) -> list[str]:
+def judge_host(run: OutsideRun, ctx: Context, jailed: bool) -> list[str]:
+    """Everything wrong with the host around ``run`` (``jailed``: a bwrap run, whose jail must be seen)."""
+    wrong = sysctl_changes(ctx.sysctls, run.host.sysctls)
+    failures = run.host.probe.failures
+    if failures:
+        wrong.append(f"{len(failures)} of {run.host.probe.rounds} host probes failed: {failures[:5]}")
+    wrong += [f"cgroup left after close(): {path}" for path in run.host.cgroups]
+    wrong += [f"a jailed process ran as host root: {what}" for what in run.tree.jailed_root]
+    if jailed and not run.tree.jailed:
+        wrong.append("no process of the jail was seen (the identity check saw nothing)")
+    return wrong
+
+
+def judge_outside(
+    run: OutsideRun, ctx: Context, knows_target: bool = False, jailed: bool = False
+) -> list[str]:
     """Everything wrong with ``run`` as measured from outside, against the budget (empty: all holds)."""
-    result, wrong = run.result, []
+    result, wrong = run.result, judge_host(run, ctx, jailed)
     if run.elapsed > BUDGET_WALL_S:
         wrong.append(f"wall {run.elapsed:.2f} s > {BUDGET_WALL_S} s")
     if run.tree.peak_mib > BUDGET_MEMORY_MIB:
@@ -170,16 +235,17 @@ def judge_outside(run: OutsideRun, ctx: Context, knows_target: bool = False) -> 
 def test_corpus_from_outside(case: Case, mode: str, ctx: Context) -> None:
     code = case.path.read_text()
     assert "@SECRET@" not in code, "the secret must be found by the code, not given to it"
-    run = run_outside(lambda: make_sandbox(DEFAULT_LIMITS, mode), fill(code, ctx.fill), ctx.record)
+    run = run_outside(lambda: make_sandbox(DEFAULT_LIMITS, mode), fill(code, ctx.fill), ctx.record, ctx)
     result = run.result
     where = (
         f"{case.name} [{mode}] -> {result.stop_reason} exit={result.exit_code} signal={result.signal} "
         f"wall={run.elapsed:.2f}s peak={run.tree.peak_mib:.0f}MiB (summed VmHWM {run.tree.hwm_mib:.0f}MiB, "
-        f"{run.tree.samples} samples)"
+        f"{run.tree.samples} samples; {run.host.probe.rounds} host probes; "
+        f"jail host uids {sorted({ids[0][1] for _, ids in run.tree.jailed.values()})})"
     )
     print(where)  # the measured numbers, with -s
     expects = case.outside_expects
-    wrong = judge_outside(run, ctx)
+    wrong = judge_outside(run, ctx, jailed=mode == "bwrap")
     assert not wrong, f"{where}\n" + "\n".join(wrong) + f"\nstderr: {result.stderr[-800:]!r}"
     check_expects(expects, result, ctx, DEFAULT_LIMITS.output_bytes, run.elapsed, where)
 
@@ -189,12 +255,12 @@ def test_corpus_from_outside_in_a_workspace(case: Case, mode: str, ctx: Context)
     """Every snippet as a step of an episode whose workspace persists (issue 20), judged the same way;
     and nothing of that episode reaches the next one."""
     code = fill(case.path.read_text(), ctx.fill)
-    run, after = run_outside_in_workspace(lambda: make_sandbox(DEFAULT_LIMITS, mode), code, ctx.record)
+    run, after = run_outside_in_workspace(lambda: make_sandbox(DEFAULT_LIMITS, mode), code, ctx.record, ctx)
     result = run.result
     where = f"{case.name} [{mode}, workspace] -> {result.stop_reason} wall={run.elapsed:.2f}s"
     where += f" peak={run.tree.peak_mib:.0f}MiB"
     print(where)
-    wrong = judge_outside(run, ctx)
+    wrong = judge_outside(run, ctx, jailed=True)
     assert not wrong, f"{where}\n" + "\n".join(wrong) + f"\nstderr: {result.stderr[-800:]!r}"
     check_expects(case.outside_expects, result, ctx, DEFAULT_LIMITS.output_bytes, run.elapsed, where)
     assert after.ok and after.stdout == "[]\n", f"{where}: the next episode saw {after.stdout!r}"
@@ -227,7 +293,7 @@ def test_tree_sampler_sees_a_child_memory_and_survivor() -> None:
 def test_judge_outside_finds_each_breach(ctx: Context) -> None:
     """A run that breaks the budget in every way the judge knows is reported on every count."""
     code = f"print({list(ctx.record.target)})"
-    run = run_outside(lambda: make_sandbox(DEFAULT_LIMITS, "unsafe"), code, ctx.record)
+    run = run_outside(lambda: make_sandbox(DEFAULT_LIMITS, "unsafe"), code, ctx.record, ctx)
     assert judge_outside(run, ctx) == [f"the target leaked as {list(ctx.record.target)}"]
     assert judge_outside(run, ctx, knows_target=True) == []
     sleeper = subprocess.Popen(["sleep", "30"], env={"GF2_RUN": ctx.token})  # as if the run left it
@@ -242,6 +308,180 @@ def test_judge_outside_finds_each_breach(ctx: Context) -> None:
         sleeper.wait()
     for breach in ("wall", "tree peak", f"descendant {sleeper.pid}", "mentions the run", "canaries", "TCP"):
         assert breach in wrong, (breach, wrong)
+
+
+def test_sysctl_changes_skip_only_what_moves_on_its_own() -> None:
+    """A changed setting is reported; the volatile counters are not; AIO contexts must be back."""
+    before = {"kernel/pid_max": b"32768\n", "kernel/ns_last_pid": b"10\n", "fs/aio-nr": b"5\n"}
+    quiet = {"kernel/pid_max": b"32768\n", "kernel/ns_last_pid": b"99\n", "fs/aio-nr": b"0\n"}
+    assert sysctl_changes(before, quiet) == []
+    loud = {"kernel/pid_max": b"4194304\n", "kernel/ns_last_pid": b"99\n", "fs/aio-nr": b"65541\n"}
+    wrong = "\n".join(sysctl_changes(before, loud))
+    assert "kernel/pid_max" in wrong and "fs/aio-nr still raised" in wrong and "ns_last_pid" not in wrong
+    assert sysctl_changes(before, {**quiet, "kernel/core_pattern": b"|/bin/sh\n"})  # a new entry counts
+    assert len(sysctl_snapshot()) > 100 and "kernel/pid_max" in sysctl_snapshot()
+
+
+def test_host_prober_records_a_failure() -> None:
+    """A round where a host call fails is recorded (here: the watch's directory is gone), not raised."""
+    probe = HostProber()
+    probe.probe()
+    assert probe.failures == [] and probe.rounds == 1
+    os.rmdir(probe._dir)
+    probe.probe()
+    assert len(probe.failures) == 1 and "host inotify failed" in probe.failures[0], probe.failures
+
+
+def test_tree_sampler_sees_who_a_jailed_process_is() -> None:
+    """A process that runs the jail's harness path is recorded with its host ids; as host root it is a
+    breach (the host's own wrapper, ``inside.py limit ... /sandbox/harness.py``, is not in a jail)."""
+    assert not in_jail(
+        os.getpid(), ["python", "-S", "/x/agents/sandbox/inside.py", "limit", "/sandbox/harness.py"]
+    )
+    assert in_jail(os.getpid(), ["python", "-S", "-s", "/sandbox/harness.py", "serve", "3"])
+    assert in_jail(os.getpid(), ["/usr/bin/bwrap", "--unshare-all"])
+    before = descendants(os.getpid())
+    with TreeSampler(exclude=before) as tree:
+        subprocess.run(
+            [sys.executable, "-c", "import time; time.sleep(0.3)", "/sandbox/harness.py"], check=True
+        )
+    assert len(tree.jailed) == 1, tree.jailed
+    assert bool(tree.jailed_root) == (os.geteuid() == 0), tree.jailed_root
+
+
+@pytest.mark.skipif(not INFO["memory_cgroup"], reason=f"no memory cgroup here: {INFO['memory_cgroup_error']}")
+def test_judge_sees_the_sandbox_cgroups() -> None:
+    """The judge finds a live Sandbox's cgroup where the sandbox makes it, so its 'none left' means
+    something."""
+    sandbox = make_sandbox(DEFAULT_LIMITS, "unsafe")
+    try:
+        assert sandbox.run("print(1)").ok
+        assert sandbox_cgroups(), "the judge does not see the worker's cgroup"
+    finally:
+        sandbox.close()
+    assert sandbox_cgroups() == []
+
+
+# ---------------------------------------------------------------------------- nothing carries over
+INSPECT_SCRATCH = """\
+import json, os
+st = os.stat(".")
+state = {"xattrs": os.listxattr("."), "mode": st.st_mode & 0o7777, "files": os.listdir(".")}
+print(json.dumps({**state, "times": [st.st_atime, st.st_mtime, st.st_ctime]}))
+"""
+
+
+@needs_bwrap
+@pytest.mark.parametrize("across", ["runs", "episodes"])
+def test_nothing_parked_on_the_scratch_carries_over(across: str, ctx: Context) -> None:
+    """What scratch_xattr_park leaves on the scratch directory itself (xattrs, times, mode) is gone for
+    the next run, and for the next episode of a workspace (where, within the episode, it stays)."""
+    park = fill((CORPUS / "scratch_xattr_park.py").read_text(), ctx.fill)
+    with make_sandbox(DEFAULT_LIMITS, "bwrap", workers=1) as sandbox:
+        start = time.time()
+        if across == "runs":
+            parked = sandbox.run(park)
+            seen = sandbox.run(INSPECT_SCRATCH)
+        else:
+            with sandbox.workspace() as workspace:
+                parked = workspace.run(park)
+                kept = json.loads(workspace.run(INSPECT_SCRATCH).stdout)
+                assert kept["xattrs"] and kept["mode"] == 0o777, kept  # the episode keeps its scratch
+            with sandbox.workspace() as workspace:
+                seen = workspace.run(INSPECT_SCRATCH)
+        end = time.time()
+    assert parked.ok and "dot: 0o777 1000000000" in parked.stdout, parked
+    print(parked.stdout.strip())
+    state = json.loads(seen.stdout)
+    assert state["xattrs"] == [] and state["mode"] == 0o700 and state["files"] == [], state
+    assert all(start - 1 <= t <= end + 1 for t in state["times"]), (start, end, state["times"])
+
+
+def _numbers(result: SandboxResult, key: str) -> int:
+    assert result.ok, result
+    words = result.stdout.split()
+    return int(words[words.index(key) + 1])
+
+
+@needs_bwrap
+@pytest.mark.parametrize("across", ["runs", "episodes"])
+def test_inode_numbers_carry_nothing(across: str, ctx: Context) -> None:
+    """A fresh scratch numbers its inodes from the start: the 201 files one run makes do not show in
+    the next run's (or episode's) first inode; within an episode they do."""
+    code = fill((CORPUS / "inode_channel.py").read_text(), ctx.fill)
+    with make_sandbox(DEFAULT_LIMITS, "bwrap", workers=1) as sandbox:
+        if across == "runs":
+            first, second = (_numbers(sandbox.run(code), "inode") for _ in range(2))
+        else:
+            with sandbox.workspace() as workspace:
+                first = _numbers(workspace.run(code), "inode")
+                moved = _numbers(workspace.run(code.replace('"first"', '"later"')), "inode")
+                assert moved > first + 200, (first, moved)  # the channel, where the scratch is kept
+            with sandbox.workspace() as workspace:
+                second = _numbers(workspace.run(code), "inode")
+    assert first == second, (first, second)
+
+
+@needs_bwrap
+def test_pid_counter_between_runs(ctx: Context) -> None:
+    """How much one run's tasks move the next run's pid: at most a run's task cap (RUN_TASKS), and
+    nothing where each run has a pid namespace of its own (reported as xfail while it is not so)."""
+    spender = fill((CORPUS / "pid_counter_channel.py").read_text(), ctx.fill)
+    plain = "import os\nprint('pid', os.getpid())"
+    with make_sandbox(DEFAULT_LIMITS, "bwrap", workers=1) as sandbox:
+        pids = [_numbers(sandbox.run(code), "pid") for code in (plain, plain, spender, plain)]
+    quiet, loud = pids[1] - pids[0], pids[3] - pids[2]
+    print(f"pids {pids}: the step after a quiet run {quiet}, after one that started 100 threads {loud}")
+    assert 0 <= loud - quiet <= RUN_TASKS, pids
+    if loud != quiet:
+        pytest.xfail(f"the pid counter carries {loud - quiet} tasks of one run to the next (pids {pids})")
+
+
+HOLD_ALL_TASKS = """\
+import threading, time
+threading.stack_size(64 * 1024)
+stop, started = threading.Event(), 0
+try:
+    while started < 20_000:
+        threading.Thread(target=stop.wait, daemon=True).start()
+        started += 1
+except RuntimeError:
+    pass
+time.sleep(2.0)
+stop.set()
+print("threads", started)
+"""
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_runs_holding_all_their_tasks_leave_room_for_another_sandbox() -> None:
+    """Runs that each hold every task they may (RUN_TASKS), in several workers at once, still leave room
+    for another Sandbox of the machine to start a worker and run a thread: on a root host each jail has
+    a host uid of its own, so one run's tasks are not another jail's to lose."""
+    workers = 4
+    with make_sandbox(DEFAULT_LIMITS, "bwrap", workers=workers) as storms:
+        storms.start(workers)
+        held: list[SandboxResult] = []
+        thread = threading.Thread(
+            target=lambda: held.extend(SandboxPool(storms, workers).map([(HOLD_ALL_TASKS, None)] * workers))
+        )
+        thread.start()
+        try:
+            time.sleep(1.0)  # every storm is holding its tasks (each takes ~0.1 s to start them)
+            try:
+                with make_sandbox(DEFAULT_LIMITS, "bwrap", workers=1) as other:
+                    result = other.run(
+                        "import threading\nt = threading.Thread(target=print, args=(1,))\nt.start()"
+                    )
+                    late = f"{result.stop_reason}: {result.stderr[-300:]!r}" if not result.ok else ""
+            except SandboxUnavailableError as err:
+                late = f"could not start: {err}"
+        finally:
+            thread.join()
+    counts = [_numbers(result, "threads") for result in held]
+    print(f"{workers} runs held {sum(counts)} threads ({counts}); the other Sandbox: {late or 'ran'}")
+    assert not late, f"while {workers} runs held {sum(counts)} threads ({counts}), another Sandbox {late}"
 
 
 # ---------------------------------------------------------------------------- what the corpus covers
@@ -284,6 +524,27 @@ HOSTILE_CLASSES = {
     ),
     "attacks on the host's reading of the result": ("forge_report", "forged_answer", "non_utf8_output"),
     "higher-level network clients and DNS": ("network_clients", "network"),
+    "the host's settings (sysctls), and core_pattern's pipe to host root": (
+        "sysctl_write_kernel",
+        "core_pattern_pipe_abort",
+        "uid_map_identity",
+    ),
+    "the jail's pid 1 and the run's parent: memory, descriptors, ptrace": ("pid1_mem_write", "pid1_fd_write"),
+    "state parked on the scratch, and covert channels between fresh runs": (
+        "scratch_xattr_park",
+        "pid_counter_channel",
+        "inode_channel",
+    ),
+    "host-wide pools drained from one run (pids, AIO, inotify, descriptors)": (
+        "thread_storm_20k",
+        "aio_exhaust",
+        "inotify_exhaust",
+        "eventfd_timerfd_flood",
+    ),
+    "host state left after close(): cgroups, shared temp directories": (
+        "many_files_cgroup",
+        "write_shared_tmp_dirs",
+    ),
 }
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from agents.sandbox import DEFAULT_LIMITS, Sandbox, SandboxConfigError, SandboxLimits
-from agents.sandbox.isolation import HOST_UID_ENV, host_uid
+from agents.sandbox.isolation import HOST_UID_BASE, HOST_UID_ENV, WORKER_UID, host_uid
 from agents.sandbox.limits import SCRATCH_INODES
 from agents.sandbox.supervise import tree_pids
 from tests.agents.sandbox_judge import HAVE_BWRAP, INFO, MODE_PARAMS, MODES, make_sandbox, needs_bwrap
@@ -339,7 +339,7 @@ def test_no_process_of_a_jail_is_host_root_and_its_server_is_closed_to_runs() ->
     """Every process below the wrapper (bwrap, the fork server, a run) has the jail's host uid: on a
     root host the sandbox's own, else this user's; the fork server is the jail's pid 1, and a run
     cannot open its memory or descriptors, nor make itself dumpable."""
-    expected = host_uid() if os.geteuid() == 0 else os.geteuid()
+    root = os.geteuid() == 0
     probe = textwrap.dedent(
         """
         import ctypes, os
@@ -363,6 +363,8 @@ def test_no_process_of_a_jail_is_host_root_and_its_server_is_closed_to_runs() ->
         jailed = {pid: host_ids(pid) for pid in descendants()}
         thread.join()
         assert len(jailed) >= 3  # bwrap, the server, the run (the wrapper became bwrap)
+        (worker,) = sandbox._all
+        expected = HOST_UID_BASE + worker.proc.pid if root else os.geteuid()
         for pid, (uids, gids) in jailed.items():
             assert set(uids) == {expected} and set(gids) == {expected}, (pid, uids, gids)
         run = result[0]
@@ -379,8 +381,15 @@ def test_the_host_uid_is_configurable_and_checked(monkeypatch: pytest.MonkeyPatc
     if os.geteuid() != 0:
         assert host_uid() is None  # a user's jail is that user
         return
+    assert host_uid() == WORKER_UID  # each worker its own: HOST_UID_BASE + its pid
     monkeypatch.setenv(HOST_UID_ENV, "2100000077")
-    assert host_uid() == 2100000077
+    assert host_uid() == "2100000077"
+    if not HAVE_BWRAP:
+        return
+    with Sandbox(workers=1) as sandbox:
+        sandbox.start()
+        (worker,) = sandbox._all
+        assert {host_ids(pid)[0][0] for pid in tree_pids(worker.proc.pid)} == {2100000077}
     for bad in ("0", "-5", "root", str(2**32 - 1)):
         monkeypatch.setenv(HOST_UID_ENV, bad)
         with pytest.raises(SandboxConfigError, match=HOST_UID_ENV):
