@@ -109,12 +109,22 @@ def restore_sysctls(before: dict[str, bytes]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- host-wide resources
+def available_kib() -> int:
+    """The host's ``MemAvailable`` in KiB."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1])
+    raise OSError("no MemAvailable in /proc/meminfo")
+
+
 class HostProber:
     """While a run is in flight, checks every ``interval`` seconds that the host itself can still fork,
     set up an AIO context, make an inotify instance with a watch, and an eventfd (the host-wide pools a
-    run could drain: pids, ``fs.aio-max-nr``, the inotify limits of the jail's host uid, file handles).
+    run could drain: pids, ``fs.aio-max-nr``, the inotify limits of the jail's host uid, file handles),
+    and how far the host's available memory (``MemAvailable``) fell below where it was at the start.
 
-    ``with HostProber() as probe: ...`` then ``probe.failures`` (what failed, when) and ``probe.rounds``."""
+    ``with HostProber() as probe: ...`` then ``probe.failures`` (what failed, when), ``probe.rounds``
+    and ``probe.memory_drop_mib``."""
 
     def __init__(self, interval: float = 0.05) -> None:
         self.interval = interval
@@ -124,6 +134,7 @@ class HostProber:
         self._dir = tempfile.mkdtemp(prefix="gf2-prober-")
         self._stop = threading.Event()
         self._started = 0.0
+        self._available_kib = self._lowest_kib = available_kib()
         self._thread = threading.Thread(target=self._loop, name="host-prober", daemon=True)
 
     def _fork(self) -> None:
@@ -165,7 +176,13 @@ class HostProber:
                 code = errno.errorcode.get(err.errno or 0, err.errno)
                 when = time.monotonic() - self._started
                 self.failures.append(f"host {name} failed at {when:.2f} s: {code}")
+        self._lowest_kib = min(self._lowest_kib, available_kib())
         self.rounds += 1
+
+    @property
+    def memory_drop_mib(self) -> float:
+        """How far the host's available memory fell below its level at the start, at the lowest seen."""
+        return max(0, self._available_kib - self._lowest_kib) / 1024
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -82,8 +82,9 @@ from tests.agents.sandbox_judge import (
     writes_outside,
 )
 
-BUDGET_WALL_S = 5.0  # issue 19: a 5 s / 1 GiB whole-tree budget, measured from outside
-BUDGET_MEMORY_MIB = DEFAULT_LIMITS.memory_mb
+BUDGET_WALL_S = DEFAULT_LIMITS.wall_s + 0.75  # issue 36: every run returns within the wall plus 0.75 s
+BUDGET_MEMORY_MIB = DEFAULT_LIMITS.memory_mb  # the whole tree
+BUDGET_HOST_MEMORY_MIB = DEFAULT_LIMITS.memory_mb + 128  # the host's available memory falls at most this
 GRACE_S = 0.5  # for a SIGKILLed process to be reaped and leave /proc
 
 CASES = corpus_cases()
@@ -179,6 +180,9 @@ def judge_host(run: OutsideRun, ctx: Context, jailed: bool) -> list[str]:
     failures = run.host.probe.failures
     if failures:
         wrong.append(f"{len(failures)} of {run.host.probe.rounds} host probes failed: {failures[:5]}")
+    if run.host.probe.memory_drop_mib > BUDGET_HOST_MEMORY_MIB:
+        drop = run.host.probe.memory_drop_mib
+        wrong.append(f"the host's available memory fell {drop:.0f} MiB > {BUDGET_HOST_MEMORY_MIB} MiB")
     wrong += [f"cgroup left after close(): {path}" for path in run.host.cgroups]
     wrong += [f"a jailed process ran as host root: {what}" for what in run.tree.jailed_root]
     if jailed and not run.tree.jailed:
@@ -241,6 +245,7 @@ def test_corpus_from_outside(case: Case, mode: str, ctx: Context) -> None:
         f"{case.name} [{mode}] -> {result.stop_reason} exit={result.exit_code} signal={result.signal} "
         f"wall={run.elapsed:.2f}s peak={run.tree.peak_mib:.0f}MiB (summed VmHWM {run.tree.hwm_mib:.0f}MiB, "
         f"{run.tree.samples} samples; {run.host.probe.rounds} host probes; "
+        f"host memory down {run.host.probe.memory_drop_mib:.0f}MiB; "
         f"jail host uids {sorted({ids[0][1] for _, ids in run.tree.jailed.values()})})"
     )
     print(where)  # the measured numbers, with -s
