@@ -140,9 +140,13 @@ class LLMSpec:
                 raise GF2ConfigError(
                     "tool_wall_s applies to tool mode only; add tools: true (--tools), or drop it."
                 )
-            if not (isinstance(self.tool_wall_s, (int, float)) and 0 < self.tool_wall_s < float("inf")):
+            from agents.sandbox.limits import MAX_WALL_S
+
+            wall = self.tool_wall_s
+            if isinstance(wall, bool) or not (isinstance(wall, (int, float)) and 0 < wall <= MAX_WALL_S):
                 raise GF2ConfigError(
-                    f"tool_wall_s={self.tool_wall_s!r}: give the sandbox's wall clock a run, in seconds > 0."
+                    f"tool_wall_s={wall!r}: give the sandbox's wall clock a run, in seconds > 0 and "
+                    f"<= {MAX_WALL_S:g}."
                 )
         from agents.llm.episodes import WORKSPACE_MODES
 

@@ -18,6 +18,19 @@ RUN_TASKS = 256
 JAIL_TASKS = 2 * RUN_TASKS
 JAIL_OPEN_FILES = 4096  # the worker's own; each run lowers it to its ``open_files``
 SCRATCH_INODES = 16384  # files and directories a scratch tmpfs may hold (and its xattrs' room: 1 KiB each)
+# The documented range of each limit. Beyond an hour a tool call is no tool call (and the worker's
+# poll takes milliseconds in a C int: ~24 days); a run's open files cannot pass the worker's own; the
+# host keeps a run's output in memory; Python's C stack ends recursion long before 10**6 frames.
+MAX_WALL_S = 3600.0
+LIMIT_RANGES = {
+    "cpu_s": (1, 3600),
+    "memory_mb": (256, 1 << 20),
+    "file_size_mb": (1, 1 << 20),
+    "open_files": (16, JAIL_OPEN_FILES),
+    "output_bytes": (1, 64 << 20),
+    "scratch_mb": (1, 1 << 20),
+    "recursion_limit": (100, 1_000_000),
+}
 STOP_REASONS = ("exited", "error", "timeout", "cpu_limit", "memory_limit", "output_limit", "killed")
 
 
@@ -67,28 +80,25 @@ class SandboxLimits:
             isinstance(wall, bool)
             or not isinstance(wall, (int, float))
             or not math.isfinite(wall)
-            or wall <= 0
+            or not 0 < wall <= MAX_WALL_S
         ):
-            raise SandboxConfigError(f"SandboxLimits.wall_s={wall!r}: give a finite number of seconds > 0.")
-        minimum = {
-            "cpu_s": 1,
-            "memory_mb": 256,
-            "file_size_mb": 1,
-            "open_files": 16,
-            "output_bytes": 1,
-            "scratch_mb": 1,
-            "recursion_limit": 100,
-        }
+            raise SandboxConfigError(
+                f"SandboxLimits.wall_s={wall!r}: give a finite number of seconds > 0 and <= {MAX_WALL_S}."
+            )
         why = {
             "memory_mb": " (the worker, scratch and Python with numpy need about 200 MiB of it)",
             "open_files": " (Python needs a dozen descriptors to start)",
         }
-        for name, low in minimum.items():
+        for name, (low, high) in LIMIT_RANGES.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise SandboxConfigError(
-                    f"SandboxLimits.{name}={value!r}: give an integer >= {low}{why.get(name, '')}."
-                )
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                bounds = f">= {low} and <= {high}{why.get(name, '')}"
+                raise SandboxConfigError(f"SandboxLimits.{name}={value!r}: give an integer {bounds}.")
+        if self.scratch_mb >= self.memory_mb:
+            raise SandboxConfigError(
+                f"SandboxLimits.scratch_mb={self.scratch_mb}: the scratch is part of "
+                f"memory_mb={self.memory_mb}; give it less."
+            )
 
     def run_rlimits(self, address_space_mb: int) -> dict[str, tuple[int, int]]:
         """The ``resource`` limits (soft, hard) of a run's process, whose address space gets

@@ -76,6 +76,8 @@ def test_tool_wall_s_sets_the_sandbox_clock_and_joins_the_key():
     for bad, message in (
         ({**base, "tool_wall_s": 0}, "tool_wall_s=0"),
         ({**base, "tool_wall_s": "2"}, "tool_wall_s='2'"),
+        ({**base, "tool_wall_s": 1e10}, "tool_wall_s=10000000000.0: .* <= 3600"),  # killed every worker
+        ({**base, "tool_wall_s": True}, "tool_wall_s=True"),
         ({**base, "tools": False, "tool_wall_s": 2}, "tool mode only"),
     ):
         with pytest.raises(GF2ConfigError, match=message):

@@ -37,11 +37,13 @@ from agents.sandbox import (
 )
 from agents.sandbox import inside as harness
 from agents.sandbox import sandbox as sandbox_mod
+from agents.sandbox.limits import LIMIT_RANGES, MAX_WALL_S
 from gf2env.errors import GF2ConfigError
 from gf2env.records import Record
 from tests.agents.sandbox_judge import (
     HAVE_BWRAP,
     INFO,
+    MODE_PARAMS,
     Case,
     Context,
     check_expects,
@@ -197,6 +199,13 @@ def test_empty_view_and_shortcuts() -> None:
         ({"output_bytes": True}, "output_bytes=True"),
         ({"file_size_mb": -1}, "file_size_mb=-1"),
         ({"scratch_mb": 0}, "scratch_mb=0"),
+        ({"wall_s": 1e10}, "wall_s=10000000000.0: give a finite number of seconds > 0 and <= 3600"),
+        ({"wall_s": 2.2e6}, "wall_s=2200000.0"),  # past the worker's poll: every run killed its worker
+        ({"open_files": 4097}, "open_files=4097: give an integer >= 16 and <= 4096"),  # setup failed
+        ({"cpu_s": 10**9}, "cpu_s=1000000000"),
+        ({"output_bytes": 1 << 40}, "output_bytes=1099511627776"),
+        ({"recursion_limit": 10**9}, "recursion_limit=1000000000"),
+        ({"scratch_mb": 1024}, "scratch_mb=1024: the scratch is part of memory_mb=1024"),
     ],
 )
 def test_limits_validation_names_the_value(kwargs: dict, message: str) -> None:
@@ -371,3 +380,19 @@ def test_check_command_line() -> None:
     )
     assert '"bwrap":' in done.stdout and '"seccomp":' in done.stdout
     assert '"mode": "UNSAFE-rlimits-only"' in done.stdout and '"layers"' in done.stdout
+
+
+@pytest.mark.parametrize("mode", MODE_PARAMS)
+def test_the_largest_limits_allowed_still_run(mode: str) -> None:
+    """Each documented maximum is one a run works under (beyond it, the worker's poll or the run's
+    setup broke every run)."""
+    largest = SandboxLimits(
+        wall_s=MAX_WALL_S,
+        cpu_s=LIMIT_RANGES["cpu_s"][1],
+        open_files=LIMIT_RANGES["open_files"][1],
+        output_bytes=LIMIT_RANGES["output_bytes"][1],
+        recursion_limit=LIMIT_RANGES["recursion_limit"][1],
+    )
+    with make_sandbox(largest, mode, workers=1) as sandbox:
+        result = sandbox.run("import resource\nprint(resource.getrlimit(resource.RLIMIT_NOFILE)[0])")
+    assert result.ok and result.stdout == f"{LIMIT_RANGES['open_files'][1]}\n", result
