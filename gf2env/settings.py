@@ -24,6 +24,7 @@ from gf2env.errors import GF2ConfigError
 from gf2env.oracle import TaskConfig
 
 PER_DEPTH = "g+1"  # n = g + 1 terms at each depth: only the first g + 1 matter to a step
+MAX_CONFIG_BYTES = 1 << 20  # a settings file is a few hundred lines; anything larger is not one
 
 T = TypeVar("T")
 
@@ -67,15 +68,58 @@ def check_depths(depths: Iterable[Any], what: str, below: int | None = None) -> 
     return tuple(items)
 
 
+class StrictYAMLLoader(yaml.SafeLoader):
+    """YAML for settings: a key given twice in one mapping is an error naming it (PyYAML would keep the
+    last silently), and aliases are refused (an alias bomb expands a few lines into gigabytes)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f"found the alias *{event.anchor}; aliases are not allowed here", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key: the base class says so
+                break
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse settings YAML with :class:`StrictYAMLLoader` (raises ``yaml.YAMLError``)."""
+    return yaml.load(text, Loader=StrictYAMLLoader)  # noqa: S506  # a SafeLoader
+
+
 def read_yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
     """The top-level mapping of a YAML file (``what`` names the file's kind in messages)."""
     path = Path(path)
     if not path.exists():
         raise GF2ConfigError(f"Config file {path} does not exist; see configs/ for {what} presets.")
+    if not path.is_file():
+        raise GF2ConfigError(f"Config {path} is not a regular file; give the path of a {what} YAML file.")
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise GF2ConfigError(
+            f"Config {path} holds {path.stat().st_size} bytes, over {MAX_CONFIG_BYTES}; is it a {what}?"
+        )
     try:
-        obj = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise GF2ConfigError(f"{path} is not valid YAML: {err}") from None
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise GF2ConfigError(f"{path} is not UTF-8 text ({err}); save the {what} as UTF-8.") from None
+    try:
+        obj = load_yaml(text)
+    except (yaml.YAMLError, RecursionError) as err:
+        raise GF2ConfigError(f"{path} is not valid YAML for a {what}: {err}") from None
     if obj is None:
         return {}
     if not isinstance(obj, dict):
@@ -179,12 +223,15 @@ def dataclass_from_mapping(
 
 
 __all__ = [
+    "MAX_CONFIG_BYTES",
     "PER_DEPTH",
+    "StrictYAMLLoader",
     "TaskSettings",
     "check_bools",
     "check_depths",
     "check_keys",
     "check_scalar_types",
     "dataclass_from_mapping",
+    "load_yaml",
     "read_yaml_mapping",
 ]

@@ -113,8 +113,10 @@ def parse_policy_kwargs(text: str) -> dict[str, Any]:
     """``--policy-kwargs``: a YAML mapping of the policy's keyword arguments."""
     import yaml
 
+    from gf2env.settings import load_yaml
+
     try:
-        obj = yaml.safe_load(text)
+        obj = load_yaml(text)
     except yaml.YAMLError as err:
         raise GF2ConfigError(f"--policy-kwargs {text!r} is not valid YAML: {err}") from None
     if not isinstance(obj, dict):

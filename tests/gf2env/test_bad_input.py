@@ -13,7 +13,7 @@ import gf2env  # noqa: F401  (registers the envs)
 from gf2env.errors import GF2ConfigError, ResetNeededError
 from gf2env.oracle import TaskConfig
 from gf2env.records import generate_record
-from gf2env.settings import check_scalar_types, dataclass_from_mapping
+from gf2env.settings import MAX_CONFIG_BYTES, check_scalar_types, dataclass_from_mapping, read_yaml_mapping
 from gf2env.vector import GF2ReconVectorEnv
 from tests.paths import REPO
 
@@ -107,3 +107,51 @@ def test_a_boolean_field_is_known_by_its_type_however_annotated(key, value):
     assert dataclass_from_mapping(_Flags, {"plots": False, "fit": None}, "f.yaml") == _Flags(False, None)
     with pytest.raises(GF2ConfigError, match="plots=None is not a boolean"):  # not optional
         check_scalar_types({"plots": None}, _Flags, "f.yaml")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("trials: 3\ntrials: 5\n", "the key 'trials' is given twice"),
+        ("grid:\n  p: [6]\n  p: [8]\n", "the key 'p' is given twice"),
+        ("a: &x [1, 2]\nb: *x\n", "found the alias \\*x; aliases are not allowed"),
+        ("description: " + "[" * 100_000, "not valid YAML"),
+    ],
+)
+def test_config_yaml_refuses_duplicate_keys_aliases_and_deep_nesting(tmp_path, text, message):
+    """A key given twice was the last one silently; an alias bomb took gigabytes (issue 37)."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(GF2ConfigError, match=message):
+        read_yaml_mapping(path, "comparison")
+
+
+def test_config_yaml_that_is_no_text_file_is_refused_at_once(tmp_path):
+    import os
+    import time
+
+    (tmp_path / "latin1.yaml").write_bytes("description: caf\xe9\n".encode("latin-1"))
+    os.mkfifo(tmp_path / "fifo.yaml")
+    (tmp_path / "big.yaml").write_bytes(b"# " + b"x" * (MAX_CONFIG_BYTES + 1))
+    cases = {
+        "latin1.yaml": "is not UTF-8 text",
+        "fifo.yaml": "is not a regular file",
+        "big.yaml": "over 1048576",
+        "dir": "is not a regular file",
+    }
+    (tmp_path / "dir").mkdir()
+    for name, message in cases.items():
+        started = time.monotonic()
+        with pytest.raises(GF2ConfigError, match=message):
+            read_yaml_mapping(tmp_path / name, "comparison")
+        assert time.monotonic() - started < 1.0, name
+    with pytest.raises(GF2ConfigError, match="is not a regular file"):
+        read_yaml_mapping("/dev/zero", "comparison")
+
+
+def test_compare_config_with_a_duplicate_key_is_one_line_exit_2(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("grid:\n  trials: 3\n  trials: 5\n")
+    done = run_cli("compare", "--config", str(path), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "the key 'trials' is given twice" in done.stderr
