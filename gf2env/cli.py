@@ -34,11 +34,18 @@ COMMAND_MODULES = (
 
 
 def int_list(text: str) -> tuple[int, ...]:
-    """A flag's comma-separated ints, e.g. ``0,1,3,7``."""
+    """A flag's comma-separated ints, e.g. ``0,1,3,7``: at least one, each once (a value given twice
+    would count its records twice)."""
     try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
+        values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of ints") from err
+    if not values:
+        raise argparse.ArgumentTypeError(f"{text!r} holds no value; give e.g. 0,1,3,7")
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"{text!r} repeats {repeated}; give each value once")
+    return values
 
 
 def n_arg(text: str) -> int | str:

@@ -52,7 +52,7 @@ class TaskSettings:
 
 
 def check_depths(depths: Iterable[Any], what: str, below: int | None = None) -> tuple[int, ...]:
-    """``depths`` as a tuple of ints: non-empty, each ``>= 0`` (and ``< below`` when given)."""
+    """``depths`` as a tuple of ints: non-empty, each ``>= 0`` (and ``< below`` when given), each once."""
     try:
         items = list(depths)
     except TypeError:
@@ -65,7 +65,16 @@ def check_depths(depths: Iterable[Any], what: str, below: int | None = None) -> 
             f"{what}={items} reach g={max(items)}, but there are only n={below} terms; "
             f"pass depths below {below} (or more terms)."
         )
+    check_distinct(items, what)
     return tuple(items)
+
+
+def check_distinct(values: Iterable[Any], what: str) -> None:
+    """Refuse a list of settings that names a value twice: its records would count twice."""
+    items = list(values)
+    repeated = [v for i, v in enumerate(items) if v in items[:i]]
+    if repeated:
+        raise GF2ConfigError(f"{what}={items} names {repeated[0]!r} twice; give each value once.")
 
 
 class StrictYAMLLoader(yaml.SafeLoader):
@@ -229,6 +238,7 @@ __all__ = [
     "TaskSettings",
     "check_bools",
     "check_depths",
+    "check_distinct",
     "check_keys",
     "check_scalar_types",
     "dataclass_from_mapping",

@@ -25,7 +25,7 @@ from gf2env.record_columns import (
     generate_episode_columns,
 )
 from gf2env.records import Record, check_seed
-from gf2env.settings import TaskSettings, check_depths
+from gf2env.settings import TaskSettings, check_depths, check_distinct
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,8 @@ class Grid:
         if self.trials < 1:
             raise GF2ConfigError(f"trials={self.trials} is less than the minimum 1; pass trials >= 1.")
         check_depths(self.depths, "depths")
+        for name in ("p", "d", "K", "sampling"):
+            check_distinct(getattr(self, name), name)
         check_seed(self.seed)
         for mode in self.sampling:
             if mode not in SAMPLING_MODES:

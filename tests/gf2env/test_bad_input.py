@@ -155,3 +155,34 @@ def test_compare_config_with_a_duplicate_key_is_one_line_exit_2(tmp_path):
     done = run_cli("compare", "--config", str(path), "--out", str(tmp_path / "out"))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "the key 'trials' is given twice" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["generate", "--depths", "0,0"], "repeats [0]; give each value once"),
+        (["generate", "--depths", ""], "holds no value"),
+        (["compare", "--agents", "A", "--depths", "0,0", "--trials", "2", "--p", "6"], "repeats [0]"),
+        (["compare", "--agents", "A", "--depths", "0", "--p", "6,6"], "repeats [6]"),
+    ],
+)
+def test_a_value_given_twice_is_refused_not_counted_twice(tmp_path, args, message):
+    """``--depths 0,0`` counted each record twice (trials=4 for 2) and wrote every record twice."""
+    done = run_cli(*args, "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert message in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_grid_naming_a_setting_twice_is_refused(tmp_path):
+    from agents.harness.compare import load_config
+
+    path = tmp_path / "c.yaml"
+    for grid, message in (
+        ("  p: [6, 6]\n  depths: [0]\n", "p=\\[6, 6\\] names 6 twice"),
+        ("  depths: [0, 1, 0]\n", "depths=\\[0, 1, 0\\] names 0 twice"),
+        ("  depths: [0]\n  sampling: [adversarial, adversarial]\n", "names 'adversarial' twice"),
+    ):
+        path.write_text("agents: [A]\ngrid:\n  trials: 2\n" + grid)
+        with pytest.raises(GF2ConfigError, match=message):
+            load_config(path)
