@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from gymnasium.error import ClosedEnvironmentError
 
 from gf2env.combinatorics import MAX_SUPPORT_TABLE, rank_support, unrank_support
 from gf2env.errors import GF2ConfigError, InvalidActionError, ResetNeededError
@@ -122,6 +123,7 @@ class GF2ReconEnv(gym.Env):
         self._one = np.zeros(1, dtype=np.int64)  # sub-env 0: the stream's batch of one
         self._depth_batch = np.zeros(1, dtype=np.int64)
         self._seeded = False
+        self._closed = False
         self.start_depth = self._check_depth(start_depth, "start_depth")
         if step_mode not in STEP_MODES:
             raise GF2ConfigError(f"step_mode={step_mode!r} is unknown; pass one of {STEP_MODES}.")
@@ -222,6 +224,7 @@ class GF2ReconEnv(gym.Env):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
+        self._check_open()
         super().reset(seed=seed)
         start = self.start_depth_from_options(options)
         c = self.config
@@ -242,7 +245,17 @@ class GF2ReconEnv(gym.Env):
         info = {"depth": start, "attempt": 1, "trivial_baseline": c.trivial_baseline}
         return self._observation(), info
 
+    def close(self) -> None:
+        """Close the env: a later ``reset`` or ``step`` raises ``ClosedEnvironmentError``."""
+        self._closed = True
+        super().close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedEnvironmentError("this GF2ReconEnv is closed; make a new one with gym.make.")
+
     def step(self, action: Any) -> tuple[Observation, SupportsFloat, bool, bool, dict[str, Any]]:
+        self._check_open()
         if self._done or self._instance is None:
             raise ResetNeededError("step() called on a finished or unreset episode; call reset() first.")
         support = self._action_support(action)
@@ -303,6 +316,10 @@ class GF2ReconEnv(gym.Env):
 
     def start_depth_from_options(self, options: dict[str, Any] | None) -> int:
         """The start depth of an episode from ``reset``'s options (default ``start_depth``)."""
+        if options is not None and not isinstance(options, Mapping):
+            raise GF2ConfigError(
+                f"reset options={options!r} is not a mapping; pass e.g. options={{'start_depth': 2}}."
+            )
         options = dict(options or {})
         start = options.pop("start_depth", self.start_depth)
         if options:

@@ -26,6 +26,10 @@ from gf2env.combinatorics import (
 from gf2env.errors import GF2ConfigError
 
 SAMPLING_MODES = ("adversarial", "diagnostic", "uniform")
+# The largest instance one env holds: its terms and samples are arrays of p bytes each (64 MiB apiece
+# at these caps and p = 64), so a mistyped size is an error, not a MemoryError deep in numpy.
+MAX_TERMS = 1_000_000
+MAX_SAMPLES = 1_000_000
 
 
 def adversarial_weight(p: int, d: int) -> int:
@@ -85,8 +89,16 @@ class TaskConfig:
             )
         if self.n < 1:
             raise GF2ConfigError(f"n={self.n} is less than the minimum 1; pass n >= 1 terms.")
+        if self.n > MAX_TERMS:
+            raise GF2ConfigError(
+                f"n={self.n} is more than the maximum {MAX_TERMS}; pass n <= {MAX_TERMS} terms."
+            )
         if self.K < 1:
             raise GF2ConfigError(f"K={self.K} is less than the minimum 1; pass K >= 1 samples.")
+        if self.K > MAX_SAMPLES:
+            raise GF2ConfigError(
+                f"K={self.K} is more than the maximum {MAX_SAMPLES}; pass K <= {MAX_SAMPLES} samples."
+            )
         if self.sampling not in SAMPLING_MODES:
             raise GF2ConfigError(
                 f"sampling={self.sampling!r} is not a sampling mode; pass one of {SAMPLING_MODES}."

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+from gymnasium.error import ClosedEnvironmentError
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
@@ -28,6 +29,7 @@ from gf2env.combinatorics import (
 from gf2env.env import GF2ReconEnv
 from gf2env.errors import GF2ConfigError, InvalidActionError, ResetNeededError
 from gf2env.posterior import StepBatch, bayes_ceiling
+from gf2env.records import check_seed
 from gf2env.rules import step_transition
 from gf2env.streams import Buffers, make_stream
 
@@ -93,6 +95,10 @@ class GF2ReconVectorEnv(VectorEnv):
         self._needs_reset = np.zeros(N, dtype=bool)
 
     # ----------------------------------------------------------------- helpers
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError("this GF2ReconVectorEnv is closed; make a new one.")
+
     def _reset_envs(self, idx: np.ndarray, seeds: list[int | None] | None, start: int) -> None:
         if seeds is None and not self._seeded:
             seeds = [None] * len(idx)  # the first reset seeds every sub-env, from entropy if need be
@@ -176,15 +182,20 @@ class GF2ReconVectorEnv(VectorEnv):
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        self._check_open()
         N = self.num_envs
         if seed is None:
             seeds: list[int | None] | None = None
-        elif isinstance(seed, (int, np.integer)):
-            seeds = [int(seed) + i for i in range(N)]
-        else:
-            seeds = list(seed)
+        elif isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)):
+            seeds = [check_seed(seed) + i for i in range(N)]
+        elif isinstance(seed, (list, tuple)):
+            seeds = [None if s is None else check_seed(s, f"seed[{i}]") for i, s in enumerate(seed)]
             if len(seeds) != N:
                 raise GF2ConfigError(f"reset got {len(seeds)} seeds for num_envs={N}; pass {N} seeds.")
+        else:
+            raise GF2ConfigError(
+                f"reset seed={seed!r} is neither an int >= 0 nor a list of {N} (ints or None); pass one."
+            )
         start = self.single.start_depth_from_options(options)
         self._reset_envs(np.arange(N), seeds, start)
         self._seeded = True
@@ -204,6 +215,7 @@ class GF2ReconVectorEnv(VectorEnv):
         self, actions: Any
     ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         c, N = self.config, self.num_envs
+        self._check_open()
         if not self._seeded:
             raise ResetNeededError("step() called before the first reset(); call reset() first.")
         support = self._decode_actions(actions)

@@ -186,3 +186,47 @@ def test_a_grid_naming_a_setting_twice_is_refused(tmp_path):
         path.write_text("agents: [A]\ngrid:\n  trials: 2\n" + grid)
         with pytest.raises(GF2ConfigError, match=message):
             load_config(path)
+
+
+def test_a_closed_env_raises_on_use():
+    """The vector env kept stepping after close() (issue 37); the single and text envs too."""
+    from gymnasium.error import ClosedEnvironmentError
+
+    vector = GF2ReconVectorEnv(2)
+    vector.reset(seed=1)
+    vector.close()
+    with pytest.raises(ClosedEnvironmentError):
+        vector.step(vector.action_space.sample())
+    with pytest.raises(ClosedEnvironmentError):
+        vector.reset(seed=1)
+    for env_id in ("GF2Recon-v1", "GF2ReconText-v1"):
+        env = gym.make(env_id)
+        env.reset(seed=0)
+        env.close()
+        with pytest.raises(ClosedEnvironmentError):
+            env.step(env.action_space.sample())
+        with pytest.raises(ClosedEnvironmentError):
+            env.reset(seed=0)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: gym.make("GF2Recon-v1").reset(options=[1]), "options=\\[1\\] is not a mapping"),
+        (lambda: GF2ReconVectorEnv(2).reset(seed=1.5), "seed=1.5 is neither an int"),
+        (lambda: GF2ReconVectorEnv(2).reset(seed=[1, "x"]), "seed\\[1\\]='x' is not an integer"),
+        (lambda: GF2ReconVectorEnv(2).reset(seed=-1), "seed=-1 is not an integer >= 0"),
+        (lambda: gym.make("GF2Recon-v1", n=10**9), "n=1000000000 is more than the maximum"),
+        (lambda: gym.make("GF2Recon-v1", K=10**9), "K=1000000000 is more than the maximum"),
+    ],
+)
+def test_env_arguments_are_typed_errors(call, message):
+    """Each was a TypeError, an AttributeError or a 30 GiB MemoryError (issue 37)."""
+    with pytest.raises(GF2ConfigError, match=message):
+        call()
+
+
+def test_generate_with_a_huge_sample_count_is_one_line_exit_2(tmp_path):
+    done = run_cli("generate", "--K", "100000000", "--out", str(tmp_path / "r.jsonl"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "K=100000000 is more than the maximum" in done.stderr
