@@ -45,6 +45,28 @@ SERVED_BACKENDS = ("vllm", "openai")  # OpenAI-compatible servers (vllm serve, t
 LLM_BACKENDS = (*SERVED_BACKENDS, "vllm-offline", "transformers")
 
 
+MAX_TIMEOUT_S = 86_400.0  # a day: one request's deadline (its whole reply)
+
+
+def check_base_url(url: Any) -> str:
+    """A server's base URL: ``http`` or ``https`` with a host (and a valid port, if any)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        port = parts.port if parts is not None else None  # raises on a port that is no number
+    except ValueError as err:
+        raise GF2ConfigError(
+            f"base_url={url!r} is not a URL ({err}); pass e.g. http://127.0.0.1:8000."
+        ) from None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise GF2ConfigError(
+            f"base_url={url!r} is not an http(s) URL with a host; pass e.g. http://127.0.0.1:8000."
+        )
+    del port
+    return url
+
+
 @dataclass(frozen=True)
 class LLMSpec:
     """A language model to evaluate, and how to ask it.
@@ -115,6 +137,17 @@ class LLMSpec:
             )
         if self.backend not in SERVED_BACKENDS and self.base_urls:
             raise GF2ConfigError(f"backend {self.backend!r} runs the model here; drop base_url.")
+        for url in self.base_urls:
+            check_base_url(url)
+        timeout = self.timeout
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not 0 < timeout <= MAX_TIMEOUT_S
+        ):
+            raise GF2ConfigError(
+                f"timeout={timeout!r}: give a request's deadline in seconds, > 0 and <= {MAX_TIMEOUT_S:g}."
+            )
         if self.engine_args and self.backend != "vllm-offline":
             raise GF2ConfigError("engine_args are for backend vllm-offline only; drop them.")
         check_prompt_id(self.prompt_id, key="prompt")

@@ -12,6 +12,7 @@ each so that each optional extra stays in its own file:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -46,10 +47,16 @@ class SamplingParams:
     top_k: int | None = None
 
     def __post_init__(self) -> None:
+        for name, example in (("temperature", 0.6), ("top_p", 0.95)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise GF2ConfigError(f"{name}={value!r} is not a finite number; pass e.g. {name}={example}.")
         if self.temperature < 0:
             raise GF2ConfigError(f"temperature={self.temperature} is negative; pass temperature >= 0.")
         if not 0 < self.top_p <= 1:
             raise GF2ConfigError(f"top_p={self.top_p} is outside (0, 1]; pass e.g. 0.95.")
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int):
+            raise GF2ConfigError(f"max_tokens={self.max_tokens!r} is not an integer; pass e.g. 1024.")
         if self.max_tokens < 1:
             raise GF2ConfigError(f"max_tokens={self.max_tokens} is less than the minimum 1.")
         if isinstance(self.stop, str) or not all(isinstance(s, str) and s for s in self.stop):

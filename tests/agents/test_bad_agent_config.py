@@ -31,8 +31,9 @@ BAD_LLM_FIELDS = [
 @pytest.mark.parametrize("field, message", BAD_LLM_FIELDS)
 def test_wrong_typed_llm_fields_are_config_errors(tmp_path, field, message):
     config = tmp_path / "compare.yaml"
+    url = "" if field.startswith("base_url:") else "      base_url: http://127.0.0.1:9\n"
     config.write_text(
-        "agents:\n  - llm:\n      model: m\n      base_url: http://127.0.0.1:9\n"
+        f"agents:\n  - llm:\n      model: m\n{url}"
         f"      {field}\ngrid: {{depths: [0], trials: 2}}\nout: {tmp_path / 'out'}\n"
     )
     proc = run_cli("compare", "--config", str(config), "--quiet")
@@ -82,3 +83,29 @@ def test_tool_wall_s_sets_the_sandbox_clock_and_joins_the_key():
     ):
         with pytest.raises(GF2ConfigError, match=message):
             LLMSpec.from_mapping(bad)
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--temperature", "nan"], "temperature=nan is not a finite number"),
+        (["--temperature", "inf"], "temperature=inf is not a finite number"),
+        (["--top-p", "nan"], "top_p=nan is not a finite number"),
+        (["--timeout", "nan"], "timeout=nan: give a request's deadline in seconds, > 0"),
+        (["--timeout", "-1"], "timeout=-1.0: give"),
+        (["--timeout", "0"], "timeout=0.0: give"),
+        (["--base-url", "ftp://127.0.0.1:8000"], "is not an http(s) URL with a host"),
+        (["--base-url", "http://[::1"], "base_url='http://[::1' is not a URL"),
+        (["--base-url", "http://127.0.0.1:99999"], "is not a URL (Port out of range"),
+        (["--base-url", "127.0.0.1:8000"], "is not an http(s) URL with a host"),
+    ],
+)
+def test_eval_flags_are_checked_where_they_are_made(tmp_path, flags, message):
+    """Each was accepted (every query then failed, or retried for 16 s) or a traceback (issue 37)."""
+    base = ["eval", "--agent", "openai", "--model", "m", "--depths", "0", "--trials", "1"]
+    if "--base-url" not in flags:
+        base += ["--base-url", "http://127.0.0.1:1"]
+    done = run_cli(*base, *flags, "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert message in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "out").exists()
