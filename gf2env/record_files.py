@@ -27,6 +27,27 @@ from gf2env.record_parquet import PARQUET_SUFFIXES, read_parquet
 from gf2env.record_scan import decode_hex, scan_records
 from gf2env.records import Record, short_repr
 
+MAX_RECORDS_BYTES = 4 << 30  # a records file's largest size read (4 GiB: ~10 million records)
+
+
+def check_records_file(path: Path) -> None:
+    """Refuse, at once, a records path that is no regular file (a device such as /dev/zero, a FIFO, a
+    socket), or one larger than MAX_RECORDS_BYTES: either would be read until memory runs out."""
+    import stat
+
+    mode = path.stat().st_mode
+    if not stat.S_ISREG(mode):
+        raise GF2ConfigError(
+            f"{path} is not a regular file (nor a dataset folder); pass a records file (JSON, JSON Lines "
+            "or Parquet) or a folder written by gf2 generate --format hf."
+        )
+    size = path.stat().st_size
+    if size > MAX_RECORDS_BYTES:
+        raise GF2ConfigError(
+            f"{path} holds {size} bytes, more than the {MAX_RECORDS_BYTES} a records file may; split it "
+            "(gf2 generate writes one file a setting)."
+        )
+
 
 def read_record_columns(path: str | Path) -> list[RecordColumns]:
     """A records file (JSON array, JSON Lines or Parquet) or a dataset split as columns, one entry a
@@ -37,6 +58,8 @@ def read_record_columns(path: str | Path) -> list[RecordColumns]:
             f"There is no records file at {path} (a relative path is read from the working directory); "
             "fix the path, or write one with gf2 generate (a dataset folder also works)."
         )
+    if not path.is_dir():
+        check_records_file(path)
     data = split_records_json(path)
     if data is None and path.suffix.lower() in PARQUET_SUFFIXES:
         return read_parquet(path)

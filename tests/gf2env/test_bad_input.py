@@ -230,3 +230,27 @@ def test_generate_with_a_huge_sample_count_is_one_line_exit_2(tmp_path):
     done = run_cli("generate", "--K", "100000000", "--out", str(tmp_path / "r.jsonl"))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "K=100000000 is more than the maximum" in done.stderr
+
+
+def test_a_records_path_that_is_no_regular_file_is_refused_at_once(tmp_path):
+    """``--records /dev/zero`` read until MemoryError and a FIFO hung forever (issue 37)."""
+    import os
+    import time
+
+    os.mkfifo(tmp_path / "records.jsonl")
+    for path in ("/dev/zero", "/dev/urandom", str(tmp_path / "records.jsonl")):
+        started = time.monotonic()
+        done = run_cli("compare", "--agents", "A", "--records", path, "--out", str(tmp_path / "out"))
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert "is not a regular file (nor a dataset folder)" in done.stderr, done.stderr
+        assert time.monotonic() - started < 60
+
+
+def test_a_records_file_over_the_cap_is_refused(tmp_path, monkeypatch):
+    from gf2env import record_files
+
+    path = tmp_path / "r.jsonl"
+    path.write_text("{}\n" * 100)
+    monkeypatch.setattr(record_files, "MAX_RECORDS_BYTES", 100)
+    with pytest.raises(GF2ConfigError, match="holds 300 bytes, more than the 100"):
+        record_files.read_records(path)
