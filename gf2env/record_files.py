@@ -109,6 +109,9 @@ def _line_items(text: str, source: str | Path) -> Iterator[tuple[str, Any]]:
             raise RecordFormatError(
                 f"{source}, line {number}, is not JSON (column {err.colno}: {err.msg})."
             ) from None
+        except RecursionError:
+            message = f"{source}, line {number}, is nested too deeply to be a record."
+            raise RecordFormatError(message) from None
         yield f"{source}, line {number}: Record {index}", obj
         index += 1
 
@@ -138,6 +141,9 @@ def _array_items(text: str, source: str | Path) -> Iterator[tuple[str, Any]]:
                 raise RecordFormatError(
                     f"{source}: Record {index} is not JSON ({at(err.pos)}: {err.msg})."
                 ) from None
+            except RecursionError:
+                message = f"{source}: Record {index} is nested too deeply to be a record."
+                raise RecordFormatError(message) from None
             yield f"{source}: Record {index}", obj
             i = skip(i)
             if text.startswith(",", i):

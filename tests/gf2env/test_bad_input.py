@@ -254,3 +254,14 @@ def test_a_records_file_over_the_cap_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(record_files, "MAX_RECORDS_BYTES", 100)
     with pytest.raises(GF2ConfigError, match="holds 300 bytes, more than the 100"):
         record_files.read_records(path)
+
+
+@pytest.mark.parametrize("name, text", [("a.json", "[" * 100_000), ("b.jsonl", '{"x": ' + "[" * 100_000)])
+def test_json_nested_100000_deep_is_a_format_error(tmp_path, name, text):
+    """A RecursionError traceback before (issue 37)."""
+    from gf2env.errors import RecordFormatError
+    from gf2env.record_files import read_records
+
+    (tmp_path / name).write_text(text)
+    with pytest.raises(RecordFormatError, match="nested too deeply to be a record"):
+        read_records(tmp_path / name)
