@@ -37,7 +37,7 @@ from agents.llm.openai_server import MAX_RESPONSE_BYTES, OpenAICompatibleBackend
 from agents.llm.planning import plan_queries
 from agents.llm.queries import APIS, Backend, SamplingParams
 from agents.llm.query_log import QueryLog, entry_action, log_entry, mean_compute
-from gf2env.errors import GF2ConfigError
+from gf2env.errors import GF2ConfigError, MissingExtraError
 from gf2env.settings import check_keys, check_scalar_types
 from gf2env.text.prompt import PAPER_PROMPT_ID, check_prompt_id
 
@@ -137,6 +137,14 @@ class LLMSpec:
             )
         if self.backend not in SERVED_BACKENDS and self.base_urls:
             raise GF2ConfigError(f"backend {self.backend!r} runs the model here; drop base_url.")
+        if self.backend in SERVED_BACKENDS:
+            try:
+                import httpx  # noqa: F401  # the served backends' HTTP client
+            except ImportError as err:
+                raise MissingExtraError(
+                    f"backend {self.backend!r} talks to its server with httpx: "
+                    f"pip install -e '.[llm]' ({err})."
+                ) from None
         for url in self.base_urls:
             check_base_url(url)
         timeout = self.timeout

@@ -109,3 +109,20 @@ def test_eval_flags_are_checked_where_they_are_made(tmp_path, flags, message):
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert message in done.stderr and done.stderr.count("\n") == 1, done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_served_backend_without_the_llm_extra_is_one_line_naming_it(tmp_path):
+    """Without httpx, gf2 eval printed a 37-line ModuleNotFoundError and left queries.jsonl.lock."""
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['httpx'] = None  # not installed\n")
+    env = {"PYTHONPATH": f"{blocker}:{REPO}", "PATH": "/usr/bin:/bin"}
+    out = tmp_path / "out"
+    args = ["eval", "--agent", "openai", "--model", "m", "--base-url", "http://127.0.0.1:1", "--depths", "0"]
+    done = subprocess.run(
+        [sys.executable, "-m", "gf2env", *args, "--trials", "1", "--out", str(out)],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "pip install -e '.[llm]'" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert not out.exists()
