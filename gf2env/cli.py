@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from gf2env.errors import GF2ConfigError, InconsistentEvidenceError, RecordFormatError
-from gf2env.settings import PER_DEPTH
+from gf2env.settings import PER_DEPTH, repeated_values
 
 # Each module has ``register(subparsers)``, adding its commands with ``set_defaults(func=...)``.
 COMMAND_MODULES = (
@@ -42,7 +42,7 @@ def int_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of ints") from err
     if not values:
         raise argparse.ArgumentTypeError(f"{text!r} holds no value; give e.g. 0,1,3,7")
-    repeated = sorted({v for v in values if values.count(v) > 1})
+    repeated = sorted(repeated_values(values))
     if repeated:
         raise argparse.ArgumentTypeError(f"{text!r} repeats {repeated}; give each value once")
     return values

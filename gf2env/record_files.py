@@ -35,17 +35,16 @@ def check_records_file(path: Path) -> None:
     socket), or one larger than MAX_RECORDS_BYTES: either would be read until memory runs out."""
     import stat
 
-    mode = path.stat().st_mode
-    if not stat.S_ISREG(mode):
+    status = path.stat()
+    if not stat.S_ISREG(status.st_mode):
         raise GF2ConfigError(
             f"{path} is not a regular file (nor a dataset folder); pass a records file (JSON, JSON Lines "
             "or Parquet) or a folder written by gf2 generate --format hf."
         )
-    size = path.stat().st_size
-    if size > MAX_RECORDS_BYTES:
+    if status.st_size > MAX_RECORDS_BYTES:
         raise GF2ConfigError(
-            f"{path} holds {size} bytes, more than the {MAX_RECORDS_BYTES} a records file may; split it "
-            "(gf2 generate writes one file a setting)."
+            f"{path} holds {status.st_size} bytes, more than the {MAX_RECORDS_BYTES} a records file "
+            "may; split it (gf2 generate writes one file a setting)."
         )
 
 

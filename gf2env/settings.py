@@ -11,6 +11,7 @@ list of depths.
 from __future__ import annotations
 
 import dataclasses
+import stat
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -69,10 +70,19 @@ def check_depths(depths: Iterable[Any], what: str, below: int | None = None) -> 
     return tuple(items)
 
 
+def repeated_values(values: Iterable[Any]) -> list[Any]:
+    """The values that ``values`` names more than once, each once, in the order they repeat."""
+    items, found = list(values), []
+    for i, value in enumerate(items):
+        if value in items[:i] and value not in found:
+            found.append(value)
+    return found
+
+
 def check_distinct(values: Iterable[Any], what: str) -> None:
     """Refuse a list of settings that names a value twice: its records would count twice."""
     items = list(values)
-    repeated = [v for i, v in enumerate(items) if v in items[:i]]
+    repeated = repeated_values(items)
     if repeated:
         raise GF2ConfigError(f"{what}={items} names {repeated[0]!r} twice; give each value once.")
 
@@ -115,11 +125,12 @@ def read_yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise GF2ConfigError(f"Config file {path} does not exist; see configs/ for {what} presets.")
-    if not path.is_file():
+    status = path.stat()
+    if not stat.S_ISREG(status.st_mode):
         raise GF2ConfigError(f"Config {path} is not a regular file; give the path of a {what} YAML file.")
-    if path.stat().st_size > MAX_CONFIG_BYTES:
+    if status.st_size > MAX_CONFIG_BYTES:
         raise GF2ConfigError(
-            f"Config {path} holds {path.stat().st_size} bytes, over {MAX_CONFIG_BYTES}; is it a {what}?"
+            f"Config {path} holds {status.st_size} bytes, over {MAX_CONFIG_BYTES}; is it a {what}?"
         )
     try:
         text = path.read_bytes().decode("utf-8")
@@ -244,4 +255,5 @@ __all__ = [
     "dataclass_from_mapping",
     "load_yaml",
     "read_yaml_mapping",
+    "repeated_values",
 ]
