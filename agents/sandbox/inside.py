@@ -11,8 +11,9 @@ Three commands (each imports only what it needs):
 * ``serve CTRL_FD SCRATCH SCRATCH_SPEC [SITE...]``: a warm worker (a fork server) inside the jail: it
   imports numpy once, then forks one fresh process per run that reads the job, sets the run's rlimits
   and seccomp filter and runs the untrusted code with the record's globals (:func:`cmd_serve`);
-* ``probe [seccomp]``: report as JSON what this process sees (uid, whether seccomp installs and stops
-  ``socket``, ``fork`` and ``execve``), for :func:`agents.sandbox.detect_isolation`.
+* ``probe [seccomp | jail SCRATCH SCRATCH_SPEC]``: report as JSON what this process sees (uid, whether
+  seccomp installs and stops ``socket``, ``fork`` and ``execve``, whether the jail's /proc and a
+  scratch can be set up), for :func:`agents.sandbox.detect_isolation`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 TYPE_CHECKING = False  # typing is not imported in the jail; mypy reads this block
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 EXIT_ERROR = 1  # the code raised
 EXIT_MEMORY = 99  # the code raised MemoryError (the address-space limit)
@@ -302,12 +304,31 @@ def seccomp_program(own_pid: int) -> list[tuple[int, int, int, int]]:
     return prog
 
 
+_LIBC: list = []  # the C library, loaded once (a run's setup and each new scratch call into it)
+
+
+def _libc() -> Any:
+    if not _LIBC:
+        import ctypes
+
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
+
+
+def _check(result: int, what: str) -> None:
+    """Raise OSError (with errno) when a libc call returned non-zero."""
+    if result != 0:
+        import ctypes
+
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
 def _prctl(option: int, value: int) -> None:
     import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(option, ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)):
-        raise OSError(ctypes.get_errno(), f"prctl({option}, {value}) failed")
+    zero = ctypes.c_ulong(0)
+    _check(_libc().prctl(option, ctypes.c_ulong(value), zero, zero, zero), f"prctl({option}, {value})")
 
 
 def seccomp_supported() -> str:
@@ -345,8 +366,7 @@ def install_seccomp() -> None:
     filters = (SockFilter * len(prog))(*(SockFilter(c, jt, jf, k) for c, jt, jf, k in prog))
     fprog = SockFprog(len(prog), filters)
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(
+    if _libc().prctl(
         PR_SET_SECCOMP,
         ctypes.c_ulong(SECCOMP_MODE_FILTER),
         ctypes.byref(fprog),
@@ -388,30 +408,15 @@ BWRAP_SWITCHES = (
 BWRAP_BINDS = ("--ro-bind", "--ro-bind-try", "--bind", "--bind-try")
 
 
-def _libc() -> object:
-    import ctypes
-
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _check(result: int, what: str) -> None:
-    """Raise OSError (with errno) when a libc call returned -1."""
-    if result != 0:
-        import ctypes
-
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"{what}: {os.strerror(errno)}")
-
-
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     libc = _libc()
     enc = lambda v: None if v is None else v.encode()  # noqa: E731
-    _check(libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")  # type: ignore[attr-defined]
+    _check(libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 
 def _private_mounts() -> None:
     """A mount namespace of this process's own, whose mounts no longer propagate anywhere."""
-    _check(_libc().unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")  # type: ignore[attr-defined]
+    _check(_libc().unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
 
 
@@ -614,7 +619,8 @@ def _run_model_code(code: str, view: dict, job: dict) -> int:
 
 
 def _drop_capabilities() -> None:
-    """Give up every capability (the UNSAFE mode run by root has them all; bwrap's jail has none)."""
+    """Give up every capability (the UNSAFE mode run by root has them all; bwrap's fork server keeps
+    CAP_SYS_ADMIN in the jail's own user namespace, to mount)."""
     import ctypes
 
     class Header(ctypes.Structure):
@@ -623,8 +629,7 @@ def _drop_capabilities() -> None:
     class Data(ctypes.Structure):
         _fields_ = [(name, ctypes.c_uint32) for name in ("effective", "permitted", "inheritable")]
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)()):  # _LINUX_CAPABILITY_VERSION_3
+    if _libc().capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)()):  # _LINUX_CAPABILITY_VERSION_3
         raise OSError(ctypes.get_errno(), "capset failed")
 
 
@@ -696,7 +701,7 @@ def new_scratch(scratch: str, spec: str, covering: bool) -> bool:
     _, size_mb, inodes = spec.split(":")
     try:
         if covering:
-            _check(_libc().umount2(scratch.encode(), MNT_DETACH), f"umount {scratch}")  # type: ignore[attr-defined]
+            _check(_libc().umount2(scratch.encode(), MNT_DETACH), f"umount {scratch}")
         options = f"size={int(size_mb)}m,nr_inodes={int(inodes)},mode=0700"
         _mount("gf2-scratch", scratch, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options)
     except (OSError, ValueError):

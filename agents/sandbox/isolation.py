@@ -148,15 +148,31 @@ def bwrap_argv(bwrap: str) -> list[str]:
     return argv
 
 
-def jail_command(bwrap: str, command: list[str], cgroup_procs: str = "-") -> list[str]:
-    """The host's command line for ``harness.py COMMAND...`` in a jail: the trusted wrapper (join the
-    cgroup whose ``cgroup.procs`` is ``cgroup_procs``, set the jail's rlimits, on a root host stage
-    what bwrap binds and become :func:`host_uid`), then bwrap, then the harness."""
+def limit_command(program: list[str], cgroup_procs: str = "-", uid: str | None = None) -> list[str]:
+    """The host's command line for ``program`` under the trusted wrapper (``harness.py limit``): join
+    the cgroup whose ``cgroup.procs`` is ``cgroup_procs``, set the jail's rlimits, and with a ``uid``
+    (:func:`host_uid`) stage what bwrap binds and become that uid."""
     python, _ = interpreter()
-    uid = host_uid()
     limits = harness.format_rlimits(jail_rlimits(own_host_uid=uid == WORKER_UID))
-    wrapper = [python, *PYTHON_FLAGS, str(HARNESS_PATH), "limit", limits, cgroup_procs, uid or "-"]
-    return [*wrapper, "--", *bwrap_argv(bwrap), python, *PYTHON_FLAGS, "/sandbox/harness.py", *command]
+    return [
+        python,
+        *PYTHON_FLAGS,
+        str(HARNESS_PATH),
+        "limit",
+        limits,
+        cgroup_procs,
+        uid or "-",
+        "--",
+        *program,
+    ]
+
+
+def jail_command(bwrap: str, command: list[str], cgroup_procs: str = "-") -> list[str]:
+    """The host's command line for ``harness.py COMMAND...`` in a jail: the wrapper
+    (:func:`limit_command`, as :func:`host_uid` on a root host), then bwrap, then the harness."""
+    python, _ = interpreter()
+    jailed = [*bwrap_argv(bwrap), python, *PYTHON_FLAGS, "/sandbox/harness.py", *command]
+    return limit_command(jailed, cgroup_procs, host_uid())
 
 
 def _probe(argv: list[str]) -> tuple[dict[str, Any], str]:

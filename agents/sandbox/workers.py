@@ -37,10 +37,11 @@ from agents.sandbox.isolation import (
     SANDBOX_ENV,
     interpreter,
     jail_command,
+    limit_command,
     numpy_site,
     scratch_spec,
 )
-from agents.sandbox.limits import STOP_REASONS, SandboxLimits, SandboxResult, jail_rlimits
+from agents.sandbox.limits import STOP_REASONS, SandboxLimits, SandboxResult
 from agents.sandbox.supervise import Streams, kill_tree, resident_mb, tree_pids, tree_resident_mb
 
 START_S = 30.0  # how long a worker may take to say it is ready
@@ -114,8 +115,7 @@ class Worker:
                 inner = [python, *PYTHON_FLAGS, str(HARNESS_PATH), "serve", str(theirs.fileno())]
                 inner += [self.host_scratch, "dir", *([site] if site else [])]
                 env, cwd = {**SANDBOX_ENV, "HOME": self.host_scratch}, self.host_scratch
-                limits = harness.format_rlimits(jail_rlimits(own_host_uid=False))
-                argv = [python, *PYTHON_FLAGS, str(HARNESS_PATH), "limit", limits, procs, "-", "--", *inner]
+                argv = limit_command(inner, procs)
             self.proc = _spawn(
                 argv,
                 stdin=subprocess.DEVNULL,
