@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -68,14 +69,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+DEBUG_ENV = "GF2_DEBUG"  # set to 1: a failure raises with its traceback instead of one line
+
+
+def failure_line(err: BaseException) -> str:
+    """The one line ``gf2`` prints for a failure: typed errors say what to fix; a file the system
+    refused names the path and the reason; anything else is named as an internal error to report."""
+    if isinstance(err, (GF2ConfigError, RecordFormatError, InconsistentEvidenceError)):
+        return f"gf2: error: {err}"
+    if isinstance(err, OSError):
+        where = f": {err.filename}" if err.filename is not None else ""
+        why = err.strerror or str(err) or type(err).__name__
+        return f"gf2: error: {why}{where}"
+    if isinstance(err, MemoryError):
+        return "gf2: error: out of memory; use a smaller grid or file (GF2_DEBUG=1 shows where)"
+    if isinstance(err, RecursionError):
+        return f"gf2: error: input nested too deeply ({err}); GF2_DEBUG=1 shows where"
+    return (
+        f"gf2: internal error: {type(err).__name__}: {err} "
+        f"(run again with {DEBUG_ENV}=1 for the traceback, and please report it)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; a failure is one line on stderr and exit 2 (130 on Ctrl-C), unless
+    ``GF2_DEBUG=1``, where it raises with its traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
-    except (GF2ConfigError, RecordFormatError, InconsistentEvidenceError) as err:
-        parser.exit(2, f"gf2: error: {err}\n")
-        return 2  # pragma: no cover
+    except KeyboardInterrupt:
+        if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+            raise
+        print("gf2: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+            raise
+        print(failure_line(err), file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,13 +1,17 @@
 """``gf2 compare``, ``gf2 eval`` and ``gf2 demo``: their flags and bodies.
 
 ``compare`` and ``eval`` share one set of grid and output flags (:func:`add_grid_flags`); ``eval``
-is a comparison of one LLM (or of estimators) whose defaults suit an LLM: a small grid and
-``results/eval``. Heavy imports (the agents) happen when a command runs, not when ``gf2`` starts.
+is a comparison of one LLM (or of estimators) whose defaults suit an LLM: a small grid and a
+``results/eval-DIGEST`` folder of its own. Heavy imports (the agents) happen when a command runs, not
+when ``gf2`` starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -102,16 +106,52 @@ def compare_config(
     run_on = base.executor if base else ExecutorSpec()
     kind = args.executor or run_on.kind
     address = args.address or (run_on.address if kind == run_on.kind else None)
-    return CompareConfig(
+    config = CompareConfig(
         agents=agents,
         grid=grid,
         records=records,
-        out=Path(args.out) if args.out else (base.out if base else default_out),
+        out=base.out if base else default_out,
         level=args.level if args.level is not None else (base.level if base else 0.95),
         plots=(base.plots if base else True) and not args.no_plots,
         fit=(base.fit if base else True) and not args.no_fit,
         executor=ExecutorSpec(kind, address),
     )
+    if args.out:
+        return replace(config, out=Path(args.out))
+    if base is not None and run_identity(config) == run_identity(base):
+        return config  # exactly the config's run: its own out
+    return replace(config, out=config.out.with_name(f"{config.out.name}-{run_digest(config)}"))
+
+
+def run_identity(config: CompareConfig) -> str:
+    """What a comparison's numbers depend on, as canonical JSON: its agents (an LLM without where
+    and how hard it is asked: base URLs, concurrency, timeout, retries), grid or records file, and
+    interval level. Two runs write the same files exactly when this is the same."""
+    transport = {"base_urls", "concurrency", "timeout", "retries", "max_response_bytes"}
+
+    def agent(a: str | LLMSpec | SB3Spec) -> object:
+        if isinstance(a, str):
+            return a
+        fields = {k: v for k, v in asdict(a).items() if k not in transport}
+        return {type(a).__name__: fields}
+
+    return json.dumps(
+        {
+            "agents": [agent(a) for a in config.agents],
+            "grid": asdict(config.grid) if config.grid is not None else None,
+            "records": str(config.records.resolve()) if config.records is not None else None,
+            "level": config.level,
+        },
+        sort_keys=True,
+        default=str,
+    )
+
+
+def run_digest(config: CompareConfig) -> str:
+    """Eight hex digits of :func:`run_identity`: the suffix of the folder a run gets without ``--out``
+    when it is not exactly its config's (e.g. ``results/compare-1f3a9c2e``): the same command
+    finds its own folder again (an LLM's queries resume there), another never lands on it."""
+    return hashlib.sha256(run_identity(config).encode()).hexdigest()[:8]
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -162,8 +202,6 @@ def llm_spec(args: argparse.Namespace) -> LLMSpec:
 
 def preset_agent(agent: str | LLMSpec | SB3Spec, args: argparse.Namespace) -> str | LLMSpec | SB3Spec:
     """A preset's agent with ``gf2 eval``'s ``--base-url`` and ``--model`` put in for a served model's."""
-    from dataclasses import replace
-
     from agents.llm.agent import SERVED_BACKENDS, LLMSpec
 
     if not isinstance(agent, LLMSpec) or agent.backend not in SERVED_BACKENDS:
@@ -251,7 +289,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     cmp.add_argument("--config", help="a YAML comparison, e.g. configs/paper-estimators.yaml")
     cmp.add_argument("--agents", type=lambda s: [a for a in s.split(",") if a], help="e.g. A,B,C,D(k=3)")
-    cmp.add_argument("--out", help="output directory (default: the config's, else results/compare)")
+    cmp.add_argument(
+        "--out",
+        help="output directory (default: the config's for exactly its run; any other run gets a folder of "
+        "its own, the config's or results/compare with a digest of the run, e.g. results/compare-1f3a9c2e)",
+    )
     add_grid_flags(cmp)
     cmp.set_defaults(func=cmd_compare)
 
@@ -326,7 +368,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     ev.add_argument("--dtype", default="auto", help="vllm-offline: weights dtype (auto, bfloat16, float32)")
     ev.add_argument("--tensor-parallel-size", type=int, help="vllm-offline: GPUs a model")
-    ev.add_argument("--out", help="output directory (default results/eval); its queries.jsonl resumes")
+    ev.add_argument(
+        "--out",
+        help="output directory (default: results/eval-DIGEST, the run's own: the same command finds it "
+        "again); its queries.jsonl resumes",
+    )
     add_grid_flags(ev)
     kept = {"help", "agent", "config", "model", "base_url", "out", *GRID_FLAGS}
     grid = {a.dest for a in cmp._actions}  # the grid and output flags, shared with compare

@@ -23,6 +23,7 @@ agents also keep their resumable query log there (``queries.jsonl``).
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -40,7 +41,7 @@ from agents.sb3_agent import SB3Spec
 from gf2env.errors import GF2ConfigError
 from gf2env.record_files import read_record_columns
 from gf2env.report.compute_plot import write_compute_figures
-from gf2env.report.fit import METHODS, EffectivePrefixFit, fit_agents, write_fits_csv
+from gf2env.report.fit import METHODS, EffectivePrefixFit, fit_agents, format_setting, write_fits_csv
 from gf2env.report.plots import write_figures
 from gf2env.report.results import (
     format_compute,
@@ -192,7 +193,7 @@ def config_from_mapping(obj: Any, path: Path) -> CompareConfig:
         agents=tuple(agent_from_config(a, path) for a in agents),
         grid=grid_from_mapping(obj["grid"], f"{path}: grid") if "grid" in obj else None,
         records=None if records is None else Path(records),
-        out=Path(obj.get("out", "results/compare")),
+        out=Path(obj["out"]) if "out" in obj else Path("results") / path.stem,  # a file's own folder
         level=float(obj.get("level", 0.95)),
         plots=obj.get("plots", True),
         fit=obj.get("fit", True),
@@ -217,10 +218,25 @@ class CompareReport:
     tool_usage_csv: Path | None = None  # the paper's tool-usage table (tool agents only)
 
 
+def make_out_dir(out: Path) -> None:
+    """Create the output folder ``out`` (and its parents), or say plainly why it cannot be one."""
+    if out.exists() and not out.is_dir():
+        raise GF2ConfigError(f"--out {out} exists and is not a folder; name a folder (it is created).")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        why = err.strerror or type(err).__name__
+        raise GF2ConfigError(f"--out {out}: cannot create the folder ({why}); name another.") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise GF2ConfigError(f"--out {out} is a folder this user cannot write into; name another.")
+
+
 def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
     """Evaluate, summarise and plot as ``config`` says; returns what was written."""
     start = time.perf_counter()
     llms = any(isinstance(a, LLMSpec) for a in config.agents)
+    if llms:
+        make_out_dir(config.out)  # its query log's lock lives there
     log = QueryLog(config.out / "queries.jsonl") if llms else None
     with log.locked() if log is not None else nullcontext():  # one run at a time on a query log
         return _run_compare(config, progress, start, log)
@@ -237,6 +253,7 @@ def _run_compare(config: CompareConfig, progress: bool, start: float, log: Query
         total = sum(group.R for group in groups)
         cells, seed = column_cells(groups, config.records.name), 0
         lone = [f"note: {line}" for line in lone_settings(groups)]
+    make_out_dir(config.out)  # before the work: a run never fails at its end for want of a folder
     executor = config.executor.executor()
     evaluation = evaluate(agents, cells, seed=seed, total=total, progress=progress, executor=executor)
     notes = lone + [line for a in agents if isinstance(a, LLMAgent) for line in a.report()]
@@ -328,11 +345,12 @@ def print_report(report: CompareReport) -> None:
         print(f"wrote {report.tool_usage_csv} (the paper's tool-usage table)")
     if report.fits:
         print("effective-prefix fit (k = u*g or k = min(v, g) known terms of estimator D):")
-        print(f"{'agent':<16} {'method':<12} {'u':>6} {'v':>7} {'ΔAIC':>8}  preferred")
+        print(f"{'agent':<16} {'setting':<28} {'method':<12} {'u':>6} {'v':>7} {'ΔAIC':>8}  preferred")
         for fit in report.fits:
+            where = format_setting(fit.setting) if fit.setting else ""
             print(
-                f"{fit.agent or '':<16} {fit.method:<12} {fit.u:>6.3f} {fit.v:>7.2f} {fit.delta_aic:>8.1f}"
-                f"  {fit.preferred}"
+                f"{fit.agent or '':<16} {where:<28} {fit.method:<12} {fit.u:>6.3f} {fit.v:>7.2f} "
+                f"{fit.delta_aic:>8.1f}  {fit.preferred}"
             )
     if report.fit_csv is not None:
         print(f"wrote {report.fit_csv} (effective-prefix fit of every agent, both methods)")

@@ -24,6 +24,9 @@ from gf2env.posterior import StepBatch, composite_log_likelihood, known_terms, n
 from gf2env.record_columns import generate_columns
 from gf2env.report.schema import D_CURVE
 
+CURVE_ABOUT = ("sampling", "p", "d", "K", "trials", "seed")
+"""The columns of a D curve CSV beyond ``g, k, gamma`` that say what it was simulated on."""
+
 
 def as_int(x: Any, what: str) -> int:
     """``x`` as an int (accepts ``3``, ``3.0``, ``"3"``), else a typed error naming ``what``."""
@@ -74,6 +77,9 @@ class DCurve:
 
     depths: tuple[int, ...]
     table: dict[int, np.ndarray]
+    #: What the curve was simulated on, where known: ``sampling``, ``p``, ``d``, ``K``, ``trials``,
+    #: ``seed`` (:data:`CURVE_ABOUT`); written as columns of every CSV row, so a cache can be checked.
+    about: tuple[tuple[str, str | int], ...] = ()
 
     def __post_init__(self) -> None:
         depths = tuple(as_int(g, "DCurve depth") for g in self.depths)
@@ -167,11 +173,13 @@ class DCurve:
         return cls(depths=tuple(sorted(cells)), table=table)
 
     def write_csv(self, path: str | Path) -> None:
-        """Write the curve as a ``g,k,gamma`` CSV (floats in full precision: round trips exactly)."""
+        """Write the curve as a ``g,k,gamma`` CSV (floats in full precision: round trips exactly),
+        then the :attr:`about` columns, the same on every row."""
+        names, values = [n for n, _ in self.about], [v for _, v in self.about]
         with open(path, "w", newline="") as fh:
             writer = csv.writer(fh)
-            writer.writerow(D_CURVE.names)
-            writer.writerows((g, k, repr(gam)) for g, k, gam in self.to_rows())
+            writer.writerow([*D_CURVE.names, *names])
+            writer.writerows((g, k, repr(gam), *values) for g, k, gam in self.to_rows())
 
     @classmethod
     def read_csv(cls, path: str | Path) -> DCurve:
@@ -183,7 +191,17 @@ class DCurve:
                 f"CSV {str(path)!r} has columns {header}, lacking {sorted(missing)}; "
                 "a DCurve CSV has columns g, k, gamma."
             )
-        return cls.from_rows(rows)
+        curve = cls.from_rows(rows)
+        about: list[tuple[str, str | int]] = []
+        for name in (n for n in CURVE_ABOUT if n in header):
+            seen = {row[name] for row in rows}
+            if len(seen) != 1:
+                raise GF2ConfigError(
+                    f"CSV {str(path)!r} column {name} holds {sorted(seen)}; a curve is of one setting."
+                )
+            (cell,) = seen
+            about.append((name, cell if name == "sampling" else as_int(cell, f"{path} {name}")))
+        return cls(curve.depths, curve.table, tuple(about))
 
 
 def d_gamma(batch: StepBatch, k: int) -> np.ndarray:
@@ -207,7 +225,11 @@ def simulate_d_curve(
         cfg = TaskConfig(p=config.p, d=config.d, K=config.K, n=g + 1, sampling=config.sampling, w=config.w)
         batch = generate_columns(cfg, g, trials, seed).step_batch()
         table[g] = np.array([d_gamma(batch, k).mean() for k in range(g + 1)])
-    return DCurve(depths=tuple(sorted(table)), table=table)
+    about = (
+        ("sampling", config.sampling), ("p", config.p), ("d", config.d), ("K", config.K),
+        ("trials", trials), ("seed", seed),
+    )  # fmt: skip
+    return DCurve(depths=tuple(sorted(table)), table=table, about=about)
 
 
-__all__ = ["DCurve", "d_gamma", "simulate_d_curve"]
+__all__ = ["CURVE_ABOUT", "DCurve", "d_gamma", "simulate_d_curve"]

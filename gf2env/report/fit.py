@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,6 +44,8 @@ MODELS: tuple[Model, ...] = ("proportional", "constant")
 Method = Literal["interpolated", "paper"]
 METHODS: tuple[Method, ...] = ("interpolated", "paper")
 PROB_CLIP = 1e-12  # model probabilities are clipped to [PROB_CLIP, 1 - PROB_CLIP] inside the log only
+Setting = tuple[str, int, int, int]
+"""A results setting: ``(sampling, p, d, K)``, the columns that tell a multi-setting table's rows apart."""
 PAPER_U_GRID: np.ndarray = readonly(np.linspace(0.0, 1.0, 101))
 """The paper's grid of ``u``: ``np.linspace(0, 1, 101)``, the very floats its code multiplies by ``g``."""
 
@@ -174,11 +176,19 @@ class EffectivePrefixFit:
     predicted_constant: np.ndarray
     agent: str | None = None
     method: Method = "interpolated"
+    setting: Setting | None = None  # (sampling, p, d, K) of the results fitted, where known
+    value: str | None = None  # what counted as success: "gamma" or "correct", where known
 
     def to_row(self) -> dict[str, Any]:
         """The scalar fields (and the depths as a space-separated string), for a CSV row."""
+        sampling, p, d, K = self.setting if self.setting is not None else ("", None, None, None)
         return {
             "agent": self.agent if self.agent is not None else "",
+            "sampling": sampling,
+            "p": p,
+            "d": d,
+            "K": K,
+            "value": self.value or "",
             "method": self.method,
             "u": self.u,
             "v": self.v,
@@ -194,9 +204,8 @@ class EffectivePrefixFit:
 
     def format_table(self) -> str:
         """A text table: per-depth observed vs both models' predictions, then u, v, AICs and ΔAIC."""
-        title = f"effective-prefix fit, {self.method} method" + (
-            f" ({self.agent})" if self.agent is not None else ""
-        )
+        about = [x for x in (self.agent, format_setting(self.setting) if self.setting else None) if x]
+        title = f"effective-prefix fit, {self.method} method" + (f" ({', '.join(about)})" if about else "")
         prop, const = ("k=u*g", "k=min(v,g)") if self.method == "interpolated" else ("round(u*g)", "min(v,g)")
         lines = [title, f"{'g':>4} {'trials':>7} {'observed':>9} {prop:>10} {const:>10}"]
         for g, t, o, p, c in zip(
@@ -304,6 +313,17 @@ def fit_effective_prefix(
     )
 
 
+def setting_of(row: dict[str, Any]) -> Setting:
+    """A results row's :data:`Setting`."""
+    return (row["sampling"], row["p"], row["d"], row["K"])
+
+
+def format_setting(setting: Setting) -> str:
+    """``p=12 d=3 K=16 adversarial``."""
+    sampling, p, d, K = setting
+    return f"p={p} d={d} K={K} {sampling}"
+
+
 def fit_agents(
     rows: list[dict[str, Any]],
     agents: list[str] | None = None,
@@ -330,12 +350,12 @@ def fit_agents(
     chosen = [_check_method(m) for m in methods]
     fits: list[EffectivePrefixFit] = []
     notes: list[str] = []
-    settings = sorted({(r["p"], r["d"], r["K"], r["sampling"]) for r in rows})
-    for p, d, K, sampling in settings:
-        here = [r for r in rows if (r["p"], r["d"], r["K"], r["sampling"]) == (p, d, K, sampling)]
+    for setting in sorted({setting_of(r) for r in rows}, key=lambda s: (s[1], s[2], s[3], s[0])):
+        sampling, p, d, K = setting
+        here = [r for r in rows if setting_of(r) == setting]
         depths = sorted({r["g"] for r in here})
         if len(depths) < 2:
-            notes.append(f"note: no effective-prefix fit at p={p} d={d} K={K} {sampling}: one depth only")
+            notes.append(f"note: no effective-prefix fit at {format_setting(setting)}: one depth only")
             continue
         setting_curve = curve
         if setting_curve is None:
@@ -348,9 +368,11 @@ def fit_agents(
                 continue
             try:
                 counts = DepthCounts.from_rows(mine, agent=agent, value=value)
-                fits.extend(fit_effective_prefix(counts, setting_curve, method=m) for m in chosen)
+                for m in chosen:
+                    fit = fit_effective_prefix(counts, setting_curve, method=m)
+                    fits.append(replace(fit, setting=setting, value=value))
             except GF2ConfigError as err:
-                notes.append(f"note: no effective-prefix fit for {agent} at p={p} d={d} K={K}: {err}")
+                notes.append(f"note: no effective-prefix fit for {agent} at {format_setting(setting)}: {err}")
     return fits, notes
 
 
@@ -365,12 +387,15 @@ __all__ = [
     "PAPER_U_GRID",
     "EffectivePrefixFit",
     "Method",
+    "Setting",
     "binomial_loglik",
     "curve_config",
     "fit_agents",
     "fit_effective_prefix",
+    "format_setting",
     "model_probabilities",
     "paper_k",
     "read_fits_csv",
+    "setting_of",
     "write_fits_csv",
 ]

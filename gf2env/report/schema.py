@@ -163,6 +163,12 @@ FITS = Table(
     "fits",
     (
         Column("agent", str, optional=True),
+        # The setting fitted and what counted as success (blank in files written before them).
+        Column("sampling", str, optional=True, added=True),
+        Column("p", int, optional=True, added=True),
+        Column("d", int, optional=True, added=True),
+        Column("K", int, optional=True, added=True),
+        Column("value", str, optional=True, added=True),  # "gamma" or "correct"
         Column("method", str),  # "interpolated" (gf2env's real-valued k) or "paper" (integer k)
         Column("u", float),
         Column("v", float),

@@ -135,14 +135,20 @@ def test_cli_compare_plot_and_fit(tmp_path):
     assert redraw.returncode == 0, redraw.stderr
     assert list((tmp_path / "figs").glob("gamma_vs_depth_*.png"))
     curve = tmp_path / "curve.csv"
+    compare_fit = (out / "fit.csv").read_bytes()
     fit = gf2("fit", str(out / "results.csv"), "--agent", "D(k=1)", "--agent", "B", "--curve", str(curve),
               "--curve-trials", "60", "--value", "gamma", "--quiet")  # fmt: skip
     assert fit.returncode == 0, fit.stderr
-    assert curve.exists() and (out / "fit.csv").exists()
-    text = (out / "fit.csv").read_text()
+    assert (out / "fit.csv").read_bytes() == compare_fit  # gf2 fit writes its own file, not compare's
+    own = out / "fit-gamma-D_k=1-B.csv"
+    assert curve.exists() and f"wrote {own}" in fit.stdout
+    text = own.read_text()
     assert "D(k=1)" in text and "delta_aic" in text
     assert "ΔAIC" in fit.stdout and "paper method" in fit.stdout and "interpolated method" in fit.stdout
-    assert {r["method"] for r in read_fits_csv(out / "fit.csv")} == {"interpolated", "paper"}
+    assert {r["method"] for r in read_fits_csv(own)} == {"interpolated", "paper"}
+    assert {(r["p"], r["d"], r["K"], r["sampling"], r["value"]) for r in read_fits_csv(own)} == {
+        (12, 4, 32, "adversarial", "gamma")
+    }
     paper = gf2("fit", str(out / "results.csv"), "--agent", "B", "--curve", str(curve), "--method", "paper",
                 "--out", str(tmp_path / "paper.csv"), "--quiet")  # fmt: skip
     assert paper.returncode == 0, paper.stderr
