@@ -34,7 +34,7 @@ def folders(root: Path) -> set[str]:
 
 def test_a_run_without_out_gets_a_folder_of_its_own(tmp_path):
     config = tmp_path / "mine.yaml"
-    config.write_text("agents: [A, C]\ngrid: {p: [6], d: [3], K: [8], depths: [0, 1], trials: 10}\nplots: false\n")
+    config.write_text("agents: [A, C]\ngrid: {p: [6], d: [3], K: [8], depths: [0, 1], trials: 10}\n")
     exact = gf2("compare", "--config", str(config), "--quiet", cwd=tmp_path)
     assert exact.returncode == 0, exact.stderr
     assert folders(tmp_path) == {"mine"}  # a config without out: gets results/<its name>
@@ -94,7 +94,8 @@ def test_fit_tables_name_their_setting_and_gf2_fit_picks_one(tmp_path):
                 "--quiet", cwd=tmp_path)  # fmt: skip
     assert fewer.returncode == 2 and "'trials': 40" in fewer.stderr
     absent = gf2("fit", str(out / "results.csv"), "--p", "9", "--quiet", cwd=tmp_path)
-    assert absent.returncode == 2 and "no rows at {'p': 9}" in absent.stderr and "p=7 d=3 K=8" in absent.stderr
+    assert absent.returncode == 2 and "no rows at {'p': 9}" in absent.stderr
+    assert "p=7 d=3 K=8" in absent.stderr  # the settings it has
     every = gf2("fit", str(out / "results.csv"), "--quiet", cwd=tmp_path)  # no --curve: each setting its own
     assert every.returncode == 0, every.stderr
     assert {r["p"] for r in read_fits_csv(out / "fit-correct.csv")} == {6, 7}
