@@ -22,6 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from gf2env.errors import GF2ConfigError, InconsistentEvidenceError, RecordFormatError
+from gf2env.extras import missing_module_message
 from gf2env.settings import PER_DEPTH, repeated_values
 
 # Each module has ``register(subparsers)``, adding its commands with ``set_defaults(func=...)``.
@@ -77,6 +78,8 @@ def failure_line(err: BaseException) -> str:
     refused names the path and the reason; anything else is named as an internal error to report."""
     if isinstance(err, (GF2ConfigError, RecordFormatError, InconsistentEvidenceError)):
         return f"gf2: error: {err}"
+    if isinstance(err, ImportError) and err.name:  # an optional library that is not installed
+        return f"gf2: error: {missing_module_message(err.name)} ({err})"
     if isinstance(err, OSError):
         where = f": {err.filename}" if err.filename is not None else ""
         why = err.strerror or str(err) or type(err).__name__

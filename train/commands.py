@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from gf2env.errors import GF2ConfigError
+from gf2env.errors import MissingExtraError
 
 LOOPS = ("grpo", "sft", "sb3")  # the scripts train/<loop>.py
 
@@ -14,8 +14,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     try:
         script = importlib.import_module(f"train.{args.loop}")
     except ImportError as err:
-        raise GF2ConfigError(
-            f"gf2 train needs the training extra ({err}); pip install torch==2.13.0, then -e '.[train]'."
+        extra = "sb3" if args.loop == "sb3" else "train"
+        raise MissingExtraError(
+            f"gf2 train {args.loop} needs the {extra} extra ({err}); pip install torch==2.13.0, then "
+            f"pip install -e '.[{extra}]'."
         ) from None
     return int(script.main(args.rest))
 

@@ -253,8 +253,8 @@ def _run_compare(config: CompareConfig, progress: bool, start: float, log: Query
         total = sum(group.R for group in groups)
         cells, seed = column_cells(groups, config.records.name), 0
         lone = [f"note: {line}" for line in lone_settings(groups)]
-    make_out_dir(config.out)  # before the work: a run never fails at its end for want of a folder
     executor = config.executor.executor()
+    make_out_dir(config.out)  # before the work: a run never fails at its end for want of a folder
     evaluation = evaluate(agents, cells, seed=seed, total=total, progress=progress, executor=executor)
     notes = lone + [line for a in agents if isinstance(a, LLMAgent) for line in a.report()]
     paper_usage: list[dict[str, Any]] = []
