@@ -7,6 +7,7 @@ command that meets a missing optional library can name the ``pip install -e '.[e
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import re
 
 DISTRIBUTION = "gf2env"
@@ -37,6 +38,14 @@ def extras_providing(module: str) -> list[str]:
     return sorted(found, key=lambda extra: extra == "dev")
 
 
+def is_installed(module: str) -> bool:
+    """Whether ``module`` can be imported, without importing it (a cheap check before any work)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a missing parent package, or an import hook that refuses it
+        return False
+
+
 def missing_module_message(module: str) -> str:
     """What to install for a missing optional ``module``: the extra(s) that bring it."""
     top = module.split(".")[0]
@@ -49,4 +58,4 @@ def missing_module_message(module: str) -> str:
     return f"this needs {top}, from the optional extra {extras[0]}: {torch_first}{first}{also}"
 
 
-__all__ = ["extras_providing", "import_name", "missing_module_message"]
+__all__ = ["extras_providing", "import_name", "is_installed", "missing_module_message"]

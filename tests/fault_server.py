@@ -8,7 +8,12 @@ quick, the whole takes seconds); ``notutf8`` a body that is not UTF-8; ``fakegzi
 labelled ``Content-Encoding: gzip``; ``huge`` a reply of 2 MB before its answer; ``flood`` a body
 of 20 MB (``Content-Length`` said), ``flood-unsized`` one without a length (ended by closing the
 connection), both written from one 64 KiB chunk (the server holds no 20 MB); ``strtokens`` a
-string in ``usage.prompt_tokens``; ``retry429`` (``Retry-After: 1``), ``retry503date`` (an
+string in ``usage.prompt_tokens``; ``hugetokens`` says 10**30 prompt tokens, ``overcount`` one
+completion token more than the request's ``max_tokens``; ``deepjson`` sends a body that is JSON nested
+100,000 levels deep; ``hugecount`` counts every prompt 10**30 tokens at ``/tokenize`` (which every
+other mode answers 404, like ``transformers serve``). Replies name no model (no ``model`` field)
+except in ``named`` (the model the request asked for, as vLLM names it) and ``impostor``
+(``impostor-70b``, whatever was asked). ``retry429`` (``Retry-After: 1``), ``retry503date`` (an
 HTTP-date 2 s ahead) and ``retry429long`` (``Retry-After: 3600``) refuse first; the time of every
 attempt is kept in ``times``. ``solver`` plays a model in tool mode: its first reply
 is ``train.tool_solvers.DILIGENT_SOLVER`` in a fenced block, and once it has seen the code's
@@ -126,6 +131,8 @@ class Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         mode = self.path.strip("/").split("/")[0]
         if self.path.endswith("/tokenize"):  # like transformers serve: no token counting
+            if mode == "hugecount":  # counts every prompt 10**30 tokens
+                return self._send(200, json.dumps({"count": 10**30, "max_model_len": 4096}).encode())
             return self._send(404, b'{"detail": "Not Found"}')
         with self.server.lock:
             self.server.bodies.append(body)
@@ -162,6 +169,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self._send(503, b'{"error": "busy"}', {"Retry-After": when})
             if base in ("flood", "flood-unsized") and fault:
                 return self._flood(FLOOD_BYTES, sized=base == "flood")
+            if base == "deepjson" and fault:
+                return self._send(200, b"[" * 100_000 + b"]" * 100_000)
             if base == "bad400":
                 return self._send(400, b'{"error": "bad request"}')
             text, finish = f"answer \\boxed{{[{body['seed'] % 7}, 8, 9]}}", "stop"
@@ -183,10 +192,16 @@ class Handler(BaseHTTPRequestHandler):
             usage: dict = {"prompt_tokens": 11, "completion_tokens": 7}
             if base == "strtokens" and fault:
                 usage["prompt_tokens"] = "11"
+            if base == "hugetokens" and fault:
+                usage["prompt_tokens"] = 10**30
+            if base == "overcount" and fault:
+                usage["completion_tokens"] = body["max_tokens"] + 1
             reply = {
                 "choices": [{**choice, "finish_reason": finish, "stop_reason": stop_reason}],
                 "usage": usage,
             }
+            if base in ("named", "impostor"):
+                reply["model"] = body["model"] if base == "named" else "impostor-70b"
             self._send(200, json.dumps(reply).encode(), drip=base == "drip" and fault)
 
     def _flood(self, size: int, sized: bool) -> None:

@@ -26,6 +26,7 @@ retries) has no row; the count is reported, and running again asks those queries
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -38,10 +39,18 @@ from agents.llm.planning import plan_queries
 from agents.llm.queries import APIS, Backend, SamplingParams
 from agents.llm.query_log import QueryLog, entry_action, log_entry, mean_compute
 from gf2env.errors import GF2ConfigError, MissingExtraError
+from gf2env.extras import is_installed
 from gf2env.settings import check_keys, check_scalar_types
 from gf2env.text.prompt import PAPER_PROMPT_ID, check_prompt_id
 
 SERVED_BACKENDS = ("vllm", "openai")  # OpenAI-compatible servers (vllm serve, transformers serve, ...)
+#: What a backend imports, and the extra that installs it (checked when the spec is made, before any
+#: log, lock or folder): the served ones talk HTTP with httpx; transformers runs the model here.
+BACKEND_NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "vllm": (("httpx",), "llm"),
+    "openai": (("httpx",), "llm"),
+    "transformers": (("torch", "transformers"), "hf"),
+}
 LLM_BACKENDS = (*SERVED_BACKENDS, "vllm-offline", "transformers")
 
 
@@ -137,14 +146,14 @@ class LLMSpec:
             )
         if self.backend not in SERVED_BACKENDS and self.base_urls:
             raise GF2ConfigError(f"backend {self.backend!r} runs the model here; drop base_url.")
-        if self.backend in SERVED_BACKENDS:
-            try:
-                import httpx  # noqa: F401  # the served backends' HTTP client
-            except ImportError as err:
-                raise MissingExtraError(
-                    f"backend {self.backend!r} talks to its server with httpx: "
-                    f"pip install -e '.[llm]' ({err})."
-                ) from None
+        modules, extra = BACKEND_NEEDS.get(self.backend, ((), ""))
+        absent = [m for m in modules if not is_installed(m)]
+        if absent:
+            torch_first = "pip install torch==2.13.0 first, then " if "torch" in absent else ""
+            raise MissingExtraError(
+                f"backend {self.backend!r} needs {' and '.join(absent)}, from the {extra} extra: "
+                f"{torch_first}pip install -e '.[{extra}]'."
+            )
         for url in self.base_urls:
             check_base_url(url)
         timeout = self.timeout
@@ -297,6 +306,7 @@ class RunStats:
     seconds: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    answered_by: Counter[str] = field(default_factory=Counter)  # answers a server said another model gave
 
     def report(self) -> str:
         """One line: queries, requests/s, and prompt and completion tokens, each with its rate."""
@@ -459,6 +469,8 @@ class LLMAgent:
             if entry["status"] == "ok":
                 stats.ok += 1
                 self._answered[entry["key"]] = entry
+                if completion.answered_by is not None:
+                    stats.answered_by[completion.answered_by] += 1
             else:
                 stats.errors += 1
             stats.prompt_tokens += completion.prompt_tokens or 0
@@ -495,8 +507,18 @@ class LLMAgent:
         bar.close()
 
     def report(self) -> list[str]:
-        """Lines for the terminal: throughput, and the records left without an answer."""
+        """Lines for the terminal: throughput, answers a server said another model gave, and the records
+        left without an answer."""
         lines = [f"{self.name}: {self.stats.report()}"]
+        others = self.stats.answered_by
+        if others:
+            named = ", ".join(f"{count} by {model!r}" for model, count in others.most_common())
+            lines.append(
+                f"{self.name}: warning: {others.total()} of {self.stats.ok} answers came from another model "
+                f"than the {self.spec.model!r} asked ({named}); they count as answers, marked answered_by "
+                f"in {self.log.path} (a vLLM server serving several --served-model-name names replies "
+                "with the first: ask for that one)"
+            )
         if self.failed:
             lines.append(
                 f"{self.name}: {self.failed} records have no answer (their queries failed after retries; "

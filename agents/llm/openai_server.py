@@ -11,6 +11,14 @@ a longer one is cut off unread past that and is such a failure, its message nami
 the setting (the log keeps 256 Ki characters of a reply and a real reply is bounded by
 ``max_tokens``, so only a runaway or hostile server sends that much).
 
+A reply is a completion only when it reads as one: its token counts (``usage``) are whole numbers
+from 0 to :data:`MAX_TOKEN_COUNT` (10**9), and its completion tokens no more than the ``max_tokens``
+asked; a body nested too deeply to parse is not one either. A reply whose ``model`` names another model
+than the one asked still counts, but says so (``Completion.answered_by``; vLLM names its first
+``--served-model-name``, whichever of its names was asked). The first time a server cannot be
+connected to (refused, no such host), one line on stderr names it and the reason, at once, before the
+retries (one line a server, however many queries fail there).
+
 With ``SamplingParams.max_model_len`` set, each request's prompt is first counted by the server's
 ``/tokenize`` (vLLM's; the count its own template gives) and ``max_tokens`` cut to what is left of
 the context, so a long conversation (tool mode) ends cut off, never refused with HTTP 400.
@@ -21,12 +29,14 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
+import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timezone
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from agents.llm.queries import Backend, Callback, Completion, Query, SamplingParams
 from gf2env.errors import GF2ConfigError
@@ -74,6 +84,14 @@ class TooLargeError(BadResponseError):
 #: characters; JSON escapes take at most 6 bytes a character), far below what would strain memory.
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
+#: The largest token count a reply's ``usage`` may say (10**9): a thousand times the longest context
+#: of any model today; a larger count is no count but a broken or hostile server, and would swamp the
+#: run's token totals. A reply saying more is not a completion (BadResponseError).
+MAX_TOKEN_COUNT = 10**9
+
+#: Characters of a reply's ``model`` that are kept (a model's name is short; the rest is cut).
+MODEL_NAME_KEEP_CHARS = 200
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -88,8 +106,15 @@ class Reply:
         return self.content.decode("utf-8", errors="replace")
 
     def json(self) -> Any:
-        """The body as JSON (ValueError when it is not JSON, or not UTF-8)."""
-        return json.loads(self.content)
+        """The body as JSON (ValueError when it is not JSON, or not UTF-8; BadResponseError when it is
+        nested too deeply for the parser)."""
+        try:
+            return json.loads(self.content)
+        except RecursionError:
+            raise BadResponseError(
+                f"body is JSON nested too deeply to read ({len(self.content):,} bytes starting "
+                f"{self.content[:40]!r})"
+            ) from None
 
 
 def request_body(query: Query, params: SamplingParams, model: str) -> dict[str, Any]:
@@ -113,10 +138,24 @@ def request_body(query: Query, params: SamplingParams, model: str) -> dict[str, 
     return body
 
 
-def parse_response(payload: Any, api: str) -> tuple[str, int | None, int | None, str | None, str | None]:
-    """(text, prompt tokens, completion tokens, finish reason, stop string) from a response body, or
+class Parsed(NamedTuple):
+    """What a completion's body says (see :func:`parse_response`)."""
+
+    text: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    finish_reason: str | None
+    stop_reason: str | None
+    model: str | None
+
+
+def parse_response(payload: Any, api: str, max_tokens: int | None = None) -> Parsed:
+    """The text, token counts, finish reason, stop string and model of a response body, or
     BadResponseError. The stop string is vLLM's ``stop_reason`` when a stop string ended the reply (a
-    token id there, or a server without the field, gives ``None``)."""
+    token id there, or a server without the field, gives ``None``). The model is the reply's ``model``
+    (``None`` when absent or empty; cut to :data:`MODEL_NAME_KEEP_CHARS`). A token count must be a
+    whole number from 0 to :data:`MAX_TOKEN_COUNT`, the completion's no more than ``max_tokens`` (the
+    limit asked, when given)."""
     try:
         choice = payload["choices"][0]
         text = choice["message"]["content"] if api == "chat" else choice["text"]
@@ -130,18 +169,61 @@ def parse_response(payload: Any, api: str) -> tuple[str, int | None, int | None,
         finish = choice.get("finish_reason")
         if finish is not None and not isinstance(finish, str):
             raise TypeError(f"finish_reason is {type(finish).__name__}")
-        tokens = _count_of(usage, "prompt_tokens"), _count_of(usage, "completion_tokens")
-        return text, *tokens, finish, stop_reason
+        model = payload.get("model")
+        if model is not None and not isinstance(model, str):
+            raise TypeError(f"model is {type(model).__name__}")
+        prompt_tokens = _count_of(usage, "prompt_tokens")
+        completion_tokens = _count_of(usage, "completion_tokens")
+        if completion_tokens is not None and max_tokens is not None and completion_tokens > max_tokens:
+            raise BadResponseError(
+                f"usage.completion_tokens is {completion_tokens:,}, more than the max_tokens={max_tokens:,} "
+                "asked: the server ignored the limit or miscounts"
+            )
+        name = model[:MODEL_NAME_KEEP_CHARS] if model else None
+        return Parsed(text, prompt_tokens, completion_tokens, finish, stop_reason, name)
     except (KeyError, IndexError, TypeError, AttributeError) as err:
         raise BadResponseError(f"not a {api} completion ({type(err).__name__}: {err})") from None
 
 
 def _count_of(usage: dict[str, Any], name: str) -> int | None:
-    """A token count of ``usage``: absent, or a whole number >= 0 (anything else: TypeError)."""
+    """A token count of ``usage``: absent, or a whole number from 0 to :data:`MAX_TOKEN_COUNT` (not a
+    whole number >= 0: TypeError; above the maximum: BadResponseError naming the value)."""
     value = usage.get(name)
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise TypeError(f"usage.{name} is {value!r}, not a count")
+    if value is not None and value > MAX_TOKEN_COUNT:
+        shown = str(value) if value < 10**40 else f"about 10**{int(value.bit_length() * 0.30103)}"
+        raise BadResponseError(
+            f"usage.{name} is {shown}, over the most a token count may be ({MAX_TOKEN_COUNT:,}): "
+            "not a real count"
+        )
     return value
+
+
+CONNECT_TIMEOUT_S = 10.0
+"""Seconds to open a connection to a server (at most the request's deadline): a host that drops
+connections silently is named as unreachable after this long, not after the whole deadline."""
+
+
+def connect_reason(err: BaseException) -> str:
+    """Why a connection failed, in words (``connection refused``, ``name or service not known``):
+    the first OS error behind ``err`` (httpx wraps it twice, asyncio once more), else ``err``'s text."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno is not None:
+            words = os.strerror(seen.errno) if seen.errno > 0 else (seen.strerror or str(seen))
+            return words[:1].lower() + words[1:]
+        seen = seen.__cause__ or seen.__context__
+    words = str(err) or type(err).__name__
+    return words[:1].lower() + words[1:]
+
+
+def warn_on_stderr(line: str) -> None:
+    """Print ``line`` on stderr at once, above any progress bar (tqdm's)."""
+    from tqdm import tqdm
+
+    tqdm.write(line, file=sys.stderr)
+    sys.stderr.flush()
 
 
 class OpenAICompatibleBackend(Backend):
@@ -162,6 +244,8 @@ class OpenAICompatibleBackend(Backend):
             longer of the backoff and that (the retry may go to the next replica all the same).
         max_response_bytes: the most bytes of a reply's body that are read (:data:`MAX_RESPONSE_BYTES`
             by default); a longer body is not read further, and is a failure of that attempt.
+        warn: called with one line the first time each server cannot be connected to (default: print
+            it on stderr, :func:`warn_on_stderr`).
     """
 
     name = "openai-compatible"
@@ -177,6 +261,8 @@ class OpenAICompatibleBackend(Backend):
         api_key: str | None = None,
         max_retry_after: float = 60.0,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        warn: Callable[[str], None] | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
     ) -> None:
         if not base_urls:
             raise GF2ConfigError("No server given; pass at least one base URL, e.g. http://127.0.0.1:8000.")
@@ -193,6 +279,9 @@ class OpenAICompatibleBackend(Backend):
         self.api_key = api_key
         self.max_retry_after = max_retry_after
         self.max_response_bytes = max_response_bytes
+        self.warn = warn or warn_on_stderr
+        self.connect_timeout = min(connect_timeout, timeout)
+        self._unreachable: set[str] = set()  # servers a connection error has been reported for
 
     @staticmethod
     def _v1(url: str) -> str:
@@ -208,7 +297,8 @@ class OpenAICompatibleBackend(Backend):
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         limits = httpx.Limits(max_connections=self.concurrency * len(self.base_urls) + 4)
         gates = [asyncio.Semaphore(self.concurrency) for _ in self.base_urls]
-        async with httpx.AsyncClient(timeout=self.timeout, headers=headers, limits=limits) as client:
+        timeouts = httpx.Timeout(self.timeout, connect=self.connect_timeout)
+        async with httpx.AsyncClient(timeout=timeouts, headers=headers, limits=limits) as client:
 
             async def one(i: int, query: Query) -> None:
                 on_result(await self._ask(client, gates, i % len(self.base_urls), query, params))
@@ -228,14 +318,17 @@ class OpenAICompatibleBackend(Backend):
             url = self.base_urls[(server + attempt) % len(self.base_urls)]
             async with gates[(server + attempt) % len(self.base_urls)]:
                 start = time.perf_counter()
+                endpoint = url + path
                 try:
                     if params.max_model_len is not None:
+                        endpoint = url.removesuffix("/v1") + "/tokenize"
                         count = await self._count(client, url, body)
                         room = params.room(count)
                         if room == 0:  # nothing left of the context: cut off before the first token
                             return Completion(query.key, "", count, 0, "length", 0.0, attempt + 1, url)
                         body["max_tokens"] = room
-                    response = await self._post(client, url + path, body)
+                        endpoint = url + path
+                    response = await self._post(client, endpoint, body)
                     latency = time.perf_counter() - start
                     if response.status_code in (429, 503):
                         after = retry_after_seconds(response.headers.get("Retry-After"))
@@ -251,10 +344,18 @@ class OpenAICompatibleBackend(Backend):
                         payload = response.json()
                     except ValueError:  # not JSON, or not UTF-8
                         raise BadResponseError(f"body is not JSON: {response.text[:200]!r}") from None
-                    text, p_tok, c_tok, finish, stop = parse_response(payload, query.api)
+                    got = parse_response(payload, query.api, body["max_tokens"])
+                    other = got.model if got.model not in (None, self.model) else None
                     return Completion(
-                        query.key, text, p_tok, c_tok, finish, latency, attempt + 1, url, None, errors, stop
-                    )
+                        query.key, got.text, got.prompt_tokens, got.completion_tokens, got.finish_reason,
+                        latency, attempt + 1, url, None, errors, got.stop_reason, other,
+                    )  # fmt: skip
+                except (httpx.ConnectError, httpx.ConnectTimeout) as err:
+                    reason = connect_reason(err)
+                    if isinstance(err, httpx.ConnectTimeout):
+                        reason = f"no connection within {self.connect_timeout:g} s"
+                    errors.append(f"{type(err).__name__}: {endpoint}: {reason}"[:500])
+                    self._report_unreachable(url, endpoint, reason)
                 except (httpx.TransportError, BadResponseError) as err:
                     errors.append(f"{type(err).__name__}: {err}"[:500])
                     asked = err.retry_after if isinstance(err, BusyError) else None
@@ -266,6 +367,20 @@ class OpenAICompatibleBackend(Backend):
         return Completion(
             query.key, attempts=self.max_retries + 1, server=url, error=errors[-1], errors=errors
         )
+
+    def _report_unreachable(self, server: str, endpoint: str, reason: str) -> None:
+        """Say once a server (the first time it cannot be connected to) where and why, before retrying."""
+        if server in self._unreachable:
+            return
+        self._unreachable.add(server)
+        retries = self.max_retries
+        then = (
+            "no retries (retries=0): its queries fail"
+            if retries == 0
+            else f"each query is retried up to {retries} time{'s' if retries > 1 else ''}"
+            + (", on the next server" if len(self.base_urls) > 1 else "")
+        )
+        self.warn(f"gf2: warning: {endpoint}: {reason}; is a server up there? ({then})")
 
     async def _post(self, client: Any, url: str, body: dict[str, Any]) -> Reply:
         """POST ``body`` and read the whole reply within the deadline ``timeout`` (or DeadlineError), at
@@ -305,7 +420,8 @@ class OpenAICompatibleBackend(Backend):
             return Reply(response.status_code, response.headers, b"".join(chunks))
 
     async def _count(self, client: Any, url: str, body: dict[str, Any]) -> int:
-        """The prompt's tokens by the server's ``/tokenize`` (at the root, beside ``/v1``)."""
+        """The prompt's tokens by the server's ``/tokenize`` (at the root, beside ``/v1``): a whole number
+        from 0 to :data:`MAX_TOKEN_COUNT`, or BadResponseError."""
         ask: dict[str, Any] = {k: body[k] for k in ("model", "messages", "prompt") if k in body}
         if "messages" in ask:
             ask["add_generation_prompt"] = True
@@ -318,9 +434,14 @@ class OpenAICompatibleBackend(Backend):
         if response.status_code >= 400:
             raise BadResponseError(f"/tokenize: HTTP {response.status_code}: {response.text[:200]}")
         try:
-            return int(response.json()["count"])
+            count = response.json()["count"]
         except (KeyError, TypeError, ValueError) as err:
             raise BadResponseError(f"/tokenize: no count ({type(err).__name__}: {err})") from None
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_TOKEN_COUNT:
+            raise BadResponseError(
+                f"/tokenize: count is {count!r}, not a token count from 0 to {MAX_TOKEN_COUNT:,}"[:300]
+            )
+        return count
 
 
 __all__ = [
@@ -328,10 +449,14 @@ __all__ = [
     "BusyError",
     "DeadlineError",
     "MAX_RESPONSE_BYTES",
+    "MAX_TOKEN_COUNT",
     "OpenAICompatibleBackend",
+    "Parsed",
     "Reply",
     "TooLargeError",
+    "connect_reason",
     "parse_response",
     "request_body",
     "retry_after_seconds",
+    "warn_on_stderr",
 ]

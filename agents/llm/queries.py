@@ -110,7 +110,10 @@ class Query:
 
 @dataclass
 class Completion:
-    """What came back for one query (``error`` set, ``text`` empty, when nothing usable did)."""
+    """What came back for one query (``error`` set, ``text`` empty, when nothing usable did).
+
+    ``answered_by``: the model a server's reply names (its ``model`` field) when that is not the model
+    the query asked for; ``None`` when it is, when the reply names none, and for local backends."""
 
     key: str
     text: str = ""
@@ -123,6 +126,7 @@ class Completion:
     error: str | None = None
     errors: list[str] = field(default_factory=list)
     stop_reason: str | None = None  # the stop string that ended the reply, where the backend says so
+    answered_by: str | None = None  # the model the reply names when it is not the model asked (served)
 
 
 Callback = Callable[[Completion], None]

@@ -7,6 +7,9 @@ a query's content hash, :mod:`agents.llm.planning`), never by position; failed q
 (``status == "error"``) are asked again. A run holds the log (:meth:`QueryLog.locked`): a second
 run on it is refused; a key logged twice all the same counts once (:func:`unique_entries`).
 
+A line's ``model`` is the model asked; ``answered_by`` is the model the server's reply named instead,
+when it named another (``null``: the one asked, or none named); such a reply still counts.
+
 A reply longer than :data:`RESPONSE_KEEP_CHARS` (256 Ki characters) is scored whole, then kept only
 as its tail, with ``response_truncated_chars`` (0 when whole) saying how much was cut; so are the
 replies of a tool episode's turns. The entry's ``score`` is the whole reply's (a box in the cut
@@ -73,10 +76,10 @@ class QueryLog:
                 continue
             try:
                 out.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise RecordFormatError(
-                    f"{self.path}:{number} is not JSON ({err}); the log is damaged."
-                ) from None
+            except (json.JSONDecodeError, RecursionError) as err:
+                why = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+                damaged = f"{self.path}:{number} is not JSON ({why}); the log is damaged."
+                raise RecordFormatError(damaged) from None
         return out
 
     def done(self) -> set[str]:
@@ -144,6 +147,7 @@ def log_entry(
         "status": "error" if completion.error else "ok",
         **backend.describe(),
         "server": completion.server,
+        "answered_by": completion.answered_by,
         "prompt_id": planned.query.prompt.prompt_id,
         "api": planned.query.api,
         "system": planned.query.prompt.system,

@@ -316,6 +316,7 @@ class ToolEpisode:
     completion_tokens: int = 0
     latency_s: float = 0.0
     server: str | None = None
+    answered_by: str | None = None  # the last other model a reply of the episode named (see Completion)
     done: bool = False
     workspace: Any = None  # where the episode's code runs when it has its own (a Workspace), else shared
 
@@ -363,6 +364,7 @@ class ToolEpisode:
         self.completion_tokens += reply.completion_tokens or 0
         self.latency_s += reply.latency_s
         self.server = reply.server
+        self.answered_by = reply.answered_by or self.answered_by
         self.errors.extend(reply.errors)
         if reply.error:
             self.error, self.done = reply.error, True
@@ -418,7 +420,7 @@ class ToolEpisode:
             self.query.key, "" if self.error else self.final_text, self.prompt_tokens, self.completion_tokens,
             self.turns[-1]["finish_reason"] if self.turns else None, self.latency_s, len(self.turns),
             self.server, self.error, self.errors,
-            self.final_stop,
+            self.final_stop, self.answered_by,
         )  # fmt: skip
 
     @property

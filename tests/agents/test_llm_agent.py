@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections import Counter
@@ -149,3 +150,91 @@ def test_max_model_len_needs_a_server_that_counts_tokens(server, tmp_path):
            "--out", str(tmp_path), "--quiet", "--no-plots"]  # fmt: skip
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "has no /tokenize" in run.stderr, run.stderr
+
+
+def gf2_eval(url: str, out, *flags: str) -> subprocess.CompletedProcess:
+    """``gf2 eval`` of a served model ``tiny`` at ``url`` on 3 records (3 queries)."""
+    cmd = [sys.executable, "-m", "gf2env", "eval", "--agent", "openai", "--base-url", url, "--model", "tiny",
+           "--depths", "0", "--trials", "3", "--p", "6", "--d", "3", "--K", "4", "--out", str(out),
+           "--quiet", "--no-plots", *flags]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def test_gf2_eval_counts_answers_from_another_model_and_says_which(server, tmp_path):
+    impostor = gf2_eval(f"{server.url}/impostor", tmp_path / "impostor")
+    assert impostor.returncode == 0, impostor.stderr
+    assert (
+        "tiny: warning: 3 of 3 answers came from another model than the 'tiny' asked (3 by 'impostor-70b'); "
+        f"they count as answers, marked answered_by in {tmp_path / 'impostor' / 'queries.jsonl'}"
+    ) in impostor.stdout, impostor.stdout
+    assert "3 queries asked (3 ok, 0 failed)" in impostor.stdout
+    log = [json.loads(line) for line in (tmp_path / "impostor" / "queries.jsonl").read_text().splitlines()]
+    assert [(e["status"], e["model"], e["answered_by"]) for e in log] == [("ok", "tiny", "impostor-70b")] * 3
+    same = gf2_eval(f"{server.url}/named", tmp_path / "named")  # the model asked named, as vLLM names it
+    assert same.returncode == 0 and "another model" not in same.stdout, same.stdout + same.stderr
+    log = [json.loads(line) for line in (tmp_path / "named" / "queries.jsonl").read_text().splitlines()]
+    assert [e["answered_by"] for e in log] == [None] * 3
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        ("hugetokens", "BadResponseError: usage.prompt_tokens is 1000000000000000000000000000000, over"),
+        ("overcount", "BadResponseError: usage.completion_tokens is 17, more than the max_tokens=16 asked"),
+        ("deepjson", "BadResponseError: body is JSON nested too deeply to read"),
+    ],
+    ids=["hugetokens", "overcount", "deepjson"],
+)
+def test_gf2_eval_takes_no_absurd_token_count_and_no_deep_json_into_its_summary(server, tmp_path, mode, said):
+    # Each query's first reply is the bad one (10**30 prompt tokens, 17 completion tokens of 16, or JSON
+    # 100,000 levels deep): refused and retried; the retry's counts (11 and 7 a reply) are the totals.
+    run = gf2_eval(f"{server.url}/{mode}", tmp_path, "--retries", "1", "--max-tokens", "16")
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert (
+        "tiny: 3 queries asked (3 ok, 0 failed), 0 already done; " in run.stdout
+        and "prompt tokens 33 (" in run.stdout
+        and "completion tokens 21 (" in run.stdout
+    ), run.stdout
+    log = [json.loads(line) for line in (tmp_path / "queries.jsonl").read_text().splitlines()]
+    assert [(e["prompt_tokens"], e["completion_tokens"], e["attempts"]) for e in log] == [(11, 7, 2)] * 3
+    assert all(len(e["errors"]) == 1 and e["errors"][0].startswith(said) for e in log), log[0]["errors"]
+
+
+def test_gf2_eval_names_an_unreachable_server_on_stderr_at_once_one_line_a_server(tmp_path):
+    import threading
+    import time
+
+    with socket.socket() as a, socket.socket() as b:  # bound, not listening: connections are refused
+        a.bind(("127.0.0.1", 0))
+        b.bind(("127.0.0.1", 0))
+        dead = [f"http://127.0.0.1:{s.getsockname()[1]}" for s in (a, b)]
+        cmd = [sys.executable, "-m", "gf2env", "eval", "--agent", "vllm", "--base-url", dead[0],
+               "--base-url", dead[1], "--model", "tiny", "--depths", "0,1", "--trials", "5", "--p", "6",
+               "--d", "3", "--K", "4", "--retries", "2", "--out", str(tmp_path), "--quiet",
+               "--no-plots"]  # fmt: skip
+        lines: list[tuple[float, str]] = []  # stderr's lines, each with the time it came
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+            reader = threading.Thread(target=lambda: lines.extend((time.monotonic(), x) for x in proc.stderr))
+            reader.start()
+            try:
+                proc.wait(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+            reader.join()
+            end = time.monotonic()
+            stdout = proc.stdout.read()
+    warnings = [(t, line.rstrip("\n")) for t, line in lines if line.startswith("gf2: warning:")]
+    assert [line for _, line in warnings] == [
+        f"gf2: warning: {url}/v1/chat/completions: connection refused; is a server up there? (each query is "
+        "retried up to 2 times, on the next server)"
+        for url in dead
+    ], lines  # one line a server, for 10 queries failing 3 times each
+    # Said at the first failure, before the retries' backoff (1 s, then 2 s) ran out.
+    assert end - warnings[-1][0] > 2.5, (warnings, end)
+    said = "".join(line for _, line in lines)
+    assert proc.returncode == 2 and "gf2: error: No agent answered at any setting" in said, (said, stdout)
+    assert "10 queries asked (0 ok, 10 failed)" in said and "Traceback" not in said, said
+    log = [json.loads(line) for line in (tmp_path / "queries.jsonl").read_text().splitlines()]
+    assert all(e["error"].startswith("ConnectError: http://127.0.0.1:") for e in log)
+    assert all(e["error"].endswith("/v1/chat/completions: connection refused") for e in log)

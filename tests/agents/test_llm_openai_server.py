@@ -62,7 +62,10 @@ def test_a_stop_string_that_ended_the_reply_is_reported_and_scored_put_back(serv
     assert plain.stop_reason is None and plain.text.endswith("]}")
 
 
-@pytest.mark.parametrize("mode", ["fail500", "slow", "garbage", "notutf8", "fakegzip", "strtokens"])
+@pytest.mark.parametrize(
+    "mode", ["fail500", "slow", "garbage", "notutf8", "fakegzip", "strtokens", "hugetokens", "overcount",
+             "deepjson"]
+)  # fmt: skip
 def test_transient_faults_are_retried(server, mode):
     backend = OpenAICompatibleBackend([f"{server.url}/{mode}"], model="tiny", timeout=0.5, backoff=0.01)
     out = run(backend, queries(4))
@@ -79,6 +82,9 @@ def test_transient_faults_are_retried(server, mode):
         ("notutf8-always", 3),
         ("fakegzip-always", 3),
         ("strtokens-always", 3),
+        ("hugetokens-always", 3),
+        ("overcount-always", 3),
+        ("deepjson-always", 3),
     ],
 )
 def test_persistent_faults_are_recorded_not_raised(server, mode, attempts):
@@ -188,3 +194,112 @@ def test_a_flood_of_a_reply_is_read_only_to_the_cap_and_fails_that_query(server,
     once = OpenAICompatibleBackend([f"{server.url}/{mode}"], model="tiny", backoff=0.01, **capped)
     first = run(once, queries(1))["q0"]  # the flood hits a query's first attempt only: the retry answers
     assert first.error is None and first.attempts == 2 and said in first.errors[0]
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        ("hugetokens", "BadResponseError: usage.prompt_tokens is 1000000000000000000000000000000, over the "
+                       "most a token count may be (1,000,000,000): not a real count"),
+        ("overcount", "BadResponseError: usage.completion_tokens is 33, more than the max_tokens=32 asked: "
+                      "the server ignored the limit or miscounts"),
+        ("deepjson", "BadResponseError: body is JSON nested too deeply to read (200,000 bytes starting "),
+    ],
+    ids=["hugetokens", "overcount", "deepjson"],
+)  # fmt: skip
+def test_absurd_token_counts_and_a_body_nested_too_deeply_are_bad_responses_naming_the_value(
+    server, mode, said
+):
+    backend = OpenAICompatibleBackend([f"{server.url}/{mode}-always"], model="tiny", max_retries=1,
+                                      backoff=0.01)  # fmt: skip
+    out = run(backend, queries(2))
+    for c in out.values():  # no count of 10**30 (or 33 of 32) is taken; the query failed, saying why
+        assert c.text == "" and c.prompt_tokens is None and c.completion_tokens is None, c
+        assert c.attempts == 2 and c.error is not None and c.error.startswith(said), c.error
+    once = run(OpenAICompatibleBackend([f"{server.url}/{mode}"], model="tiny", backoff=0.01), queries(1))
+    assert once["q0"].error is None and (once["q0"].prompt_tokens, once["q0"].completion_tokens) == (11, 7)
+    assert once["q0"].errors[0].startswith(said)
+
+
+def test_a_count_at_the_limits_is_taken():
+    from agents.llm.openai_server import MAX_TOKEN_COUNT, parse_response
+
+    body = {"choices": [{"message": {"content": "x"}}], "usage": {"prompt_tokens": MAX_TOKEN_COUNT,
+                                                                  "completion_tokens": 32}}  # fmt: skip
+    got = parse_response(body, "chat", max_tokens=32)
+    assert (got.prompt_tokens, got.completion_tokens, got.model) == (MAX_TOKEN_COUNT, 32, None)
+
+
+@pytest.mark.parametrize(
+    ("mode", "answered_by"), [("impostor", "impostor-70b"), ("named", None), ("ok", None)]
+)
+def test_a_reply_naming_another_model_counts_and_says_which(server, mode, answered_by):
+    # impostor: every reply names impostor-70b; named: the model asked (as vLLM names it); ok: no model field.
+    backend = OpenAICompatibleBackend([f"{server.url}/{mode}"], model="tiny", backoff=0.01)
+    out = run(backend, queries(3))
+    for c in out.values():
+        assert c.error is None and c.attempts == 1 and c.text.startswith("answer "), c
+        assert c.answered_by == answered_by, c
+
+
+def test_an_unreachable_server_is_named_once_at_its_first_connection_error(server):
+    lines: list[str] = []
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"  # bound, not listening: refused
+        backend = OpenAICompatibleBackend([dead, f"{server.url}/ok"], model="tiny", backoff=0.01,
+                                          warn=lines.append)  # fmt: skip
+        out = run(backend, queries(6))
+        run(backend, queries(4))  # a second batch on the same backend: not said again
+    assert all(c.error is None for c in out.values())  # the retries went to the live server
+    assert lines == [
+        f"gf2: warning: {dead}/v1/chat/completions: connection refused; is a server up there? "
+        "(each query is retried up to 4 times, on the next server)"
+    ]
+    failed = [c for c in out.values() if c.attempts == 2]
+    assert len(failed) == 3 and {c.errors[0] for c in failed} == {
+        f"ConnectError: {dead}/v1/chat/completions: connection refused"
+    }
+
+
+def test_an_absurd_count_from_tokenize_is_a_bad_response_not_an_empty_answer(server):
+    # /tokenize says 10**30 tokens: taken, the prompt would fill any context (an empty answer, cut off).
+    backend = OpenAICompatibleBackend([f"{server.url}/hugecount"], model="tiny", max_retries=1, backoff=0.01)
+    out: dict[str, Completion] = {}
+    params = SamplingParams(max_tokens=32, max_model_len=4096)
+    asyncio.run(backend.run(queries(2), params, lambda c: out.setdefault(c.key, c)))
+    for c in out.values():
+        assert c.prompt_tokens is None and c.finish_reason is None and c.attempts == 2, c
+        assert c.error == (
+            "BadResponseError: /tokenize: count is 1000000000000000000000000000000, not a token count from 0 "
+            "to 1,000,000,000"
+        )
+
+
+def test_a_server_that_never_accepts_is_named_after_the_connect_timeout_not_the_deadline():
+    # A full accept queue: the kernel drops further SYNs, so a connect hangs, as to a host that
+    # drops packets. Without a connect timeout of its own, each attempt waited the whole deadline.
+    lines: list[str] = []
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = []
+        for _ in range(4):  # fill the accept queue (never accepted)
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+            fillers.append(filler)
+        time.sleep(0.2)
+        url = f"http://127.0.0.1:{port}"
+        backend = OpenAICompatibleBackend([url], model="tiny", timeout=60.0, max_retries=0, backoff=0.01,
+                                          warn=lines.append, connect_timeout=0.5)  # fmt: skip
+        start = time.monotonic()
+        out = run(backend, queries(1))
+        took = time.monotonic() - start
+        for filler in fillers:
+            filler.close()
+    (completion,) = out.values()
+    assert took < 10, took  # the connect timeout, not the 60 s deadline
+    assert completion.error == f"ConnectTimeout: {url}/v1/chat/completions: no connection within 0.5 s"
+    assert lines and "no connection within 0.5 s; is a server up there?" in lines[0]

@@ -267,3 +267,15 @@ def test_llm_rows_carry_what_each_step_cost(server, tmp_path):
     assert table[1].split() == ["agent", "g", "γ", "tokens", "wall", "ms", "model", "ms", "sandbox", "runs",
                                 "sandbox", "ms"]  # fmt: skip
     assert table[3].split()[:4] == ["tiny", "0", table[3].split()[2], "18"]
+
+
+def test_a_log_line_nested_too_deeply_is_a_damaged_log_named_by_its_line(server, tmp_path):
+    # A query log is read back on resume; a line of JSON 100,000 levels deep raised RecursionError.
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "queries.jsonl").write_text('{"key": "a"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    run = subprocess.run(gf2_eval(f"{server.url}/ok", out), capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip().splitlines()[-1] == (
+        f"gf2: error: {out / 'queries.jsonl'}:2 is not JSON (nested too deeply); the log is damaged."
+    )
