@@ -140,10 +140,23 @@ def append_results_csv(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> i
     return len(prepared)
 
 
+RESULT_KEY = ("agent", "source", "sampling", "p", "d", "K", "n", "g", "trial", "seed")
+"""The columns that name one agent's answer to one record: no two rows of a results table share them."""
+
+
 def read_results_csv(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a results CSV with their types restored (``seed`` is an int or ``None``)."""
     raw = read_table(path, RESULTS)
-    return [_coerce_result(row, f"{path} line {i + 2}", RecordFormatError) for i, row in enumerate(raw)]
+    rows = [_coerce_result(row, f"{path} line {i + 2}", RecordFormatError) for i, row in enumerate(raw)]
+    first: dict[tuple[Any, ...], int] = {}
+    for i, row in enumerate(rows):  # a row twice (two files pasted together) would count its record twice
+        line = first.setdefault(tuple(row[k] for k in RESULT_KEY), i + 2)
+        if line != i + 2:
+            raise RecordFormatError(
+                f"{path} line {i + 2} repeats line {line} (the same agent and record: "
+                f"{', '.join(f'{k}={row[k]}' for k in RESULT_KEY)}); a record counts once, drop one of them."
+            )
+    return rows
 
 
 # ---------------------------------------------------------------------------------------- Jeffreys

@@ -73,6 +73,14 @@ def test_results_round_trip_restores_types(tmp_path):
         assert type(r["gamma"]) is float
 
 
+def test_a_results_row_given_twice_is_refused_not_counted_twice(tmp_path):
+    # Two results files pasted together: the repeated record counted twice in every fit and summary.
+    path = tmp_path / "results.csv"
+    write_results_csv(path, [row(trial=0), row(trial=1), row(agent="B", trial=0), row(trial=1)])
+    with pytest.raises(RecordFormatError, match=r"line 5 repeats line 3 .*agent=decoder.*trial=1"):
+        read_results_csv(path)
+
+
 def test_append_writes_header_once(tmp_path):
     path = tmp_path / "results.csv"
     path.touch()
