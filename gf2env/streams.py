@@ -9,7 +9,7 @@ bits) for any subset ``idx`` of a batch, so the single env is the vector env's m
   ``(key, episode, draw)`` (:mod:`gf2env.philox`, :mod:`gf2env.keyed_oracle`), so one call draws
   every sub-env's evidence, in compiled code (:mod:`gf2env.keyed_kernel`, ``kernel="numba"``) or in
   the NumPy reference (``kernel="numpy"``), bit for bit the same.
-- :class:`GeneratorStream` (``GF2Recon-v1``): each sub-env draws ``(K, n + p)`` uniforms a step
+- :class:`GeneratorStream` (``GF2Recon-v0``): each sub-env draws ``(K, n + p)`` uniforms a step
   from its own ``numpy.random.Generator`` (:func:`gf2env.oracle.evidence_from_uniforms`); kept so
   that v0 episodes replay exactly.
 """
