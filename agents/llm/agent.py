@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from agents.base import Cell, Estimate
+from agents.llm.grading import grade
 from agents.llm.openai_server import MAX_RESPONSE_BYTES, OpenAICompatibleBackend
 from agents.llm.planning import plan_queries
 from agents.llm.queries import APIS, Backend, SamplingParams
@@ -463,7 +464,8 @@ class LLMAgent:
 
         def on_result(completion: Any, extra: dict[str, Any] | None = None) -> None:
             extra = {**model_class, **(extra or {})}
-            entry = log_entry(by_key[completion.key], completion, params, backend, extra)
+            planned = by_key[completion.key]
+            entry = log_entry(planned, completion, params, backend, grade(planned, completion, extra), extra)
             self.log.append(entry)
             stats.asked += 1
             if entry["status"] == "ok":

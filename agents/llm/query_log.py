@@ -32,11 +32,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from agents.llm.grading import Verdict
 from agents.llm.planning import Planned
 from agents.llm.queries import Backend, Completion, SamplingParams
 from gf2env.combinatorics import rank_support
 from gf2env.errors import GF2ConfigError, RecordFormatError
-from gf2env.text.answers import score_answer
 
 #: Characters of a reply the log keeps (256 Ki): a longer reply is scored whole, then only its last
 #: this many characters are kept (the scorer reads the last answer, so the tail is what matters),
@@ -126,21 +126,16 @@ def log_entry(
     completion: Completion,
     params: SamplingParams,
     backend: Backend,
+    verdict: Verdict,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON line of one answered (or failed) query (``extra``: e.g. a tool episode's turns).
-
-    A tool episode's line also says whether its first sandbox run's output alone was right
-    (``first_run_correct``, ``None`` when no code ran): the paper's single-tool budget."""
+    """The JSON line of one answered (or failed) query (``extra``: e.g. a tool episode's turns, kept
+    cut like the reply). ``verdict`` is the grader's (:func:`agents.llm.grading.grade`): the log
+    records it and grades nothing itself."""
     rec = planned.record
-    offset = planned.query.prompt.answer_offset
-    score = score_answer(completion.text, rec.target, rec.p, offset, stopped_by=completion.stop_reason)
-    runs = [t["sandbox"] for t in (extra or {}).get("turns", ()) if t.get("sandbox") is not None]
-    first_run = {}
     if extra is not None and "turns" in extra:
-        first = score_answer(runs[0]["stdout"], rec.target, rec.p, offset) if runs else None
-        first_run = {"first_run_correct": None if first is None else bool(first.correct)}
-        extra = {**extra, "turns": [_kept_turn(t) for t in extra["turns"]]}  # scored above: now cut
+        extra = {**extra, "turns": [_kept_turn(t) for t in extra["turns"]]}  # graded whole: now cut
+    first_run = {"first_run_correct": verdict.first_run_correct} if verdict.tools else {}
     response, cut = kept_reply(completion.text)
     return {
         "key": planned.query.key,
@@ -153,8 +148,8 @@ def log_entry(
         "system": planned.query.prompt.system,
         "prompt": planned.query.prompt.text,
         "response": response, "response_truncated_chars": cut,
-        "score": score.to_dict(),
-        "correct": bool(score.correct) and not completion.error,
+        "score": verdict.score.to_dict(),
+        "correct": bool(verdict.score.correct) and not completion.error,
         "target": list(rec.target),
         "p": rec.p, "d": rec.d, "K": rec.K, "n": rec.n, "g": rec.g,
         "source": planned.source, "sampling": planned.sampling, "trial": planned.trial,

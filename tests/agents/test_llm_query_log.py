@@ -111,8 +111,14 @@ def test_a_hostile_body_is_a_retried_failure_of_its_query_not_of_the_run(server,
 
 
 def test_a_huge_reply_is_scored_whole_and_kept_to_its_tail_with_the_cut_said():
+    from agents.llm.grading import grade
     from agents.llm.queries import Backend, Completion
-    from agents.llm.query_log import RESPONSE_KEEP_CHARS, log_entry
+    from agents.llm.query_log import RESPONSE_KEEP_CHARS
+
+    def log_entry(planned, completion, params, backend, extra=None):  # graded by the agent, then logged
+        from agents.llm.query_log import log_entry
+
+        return log_entry(planned, completion, params, backend, grade(planned, completion, extra), extra)
 
     rec = generate_record(TaskConfig(p=6, d=3, K=4, n=3), 2, 0, seed=0)
     planned = plan_queries([(rec, "grid", "adversarial", 0)], "compact-v1", SamplingParams(), "m")[0]
