@@ -45,6 +45,15 @@ from gf2env.settings import check_keys, check_scalar_types
 from gf2env.text.prompt import PAPER_PROMPT_ID, check_prompt_id
 
 SERVED_BACKENDS = ("vllm", "openai")  # OpenAI-compatible servers (vllm serve, transformers serve, ...)
+#: The range of each count of an LLM spec: past these a value is a typo that would run for ever (a
+#: billion samples a record) or be refused by every server, so it is refused where it is made.
+COUNT_RANGES: dict[str, tuple[int, int]] = {
+    "samples": (1, 10_000),
+    "concurrency": (1, 4_096),
+    "retries": (0, 100),
+    "max_response_bytes": (1, 1 << 30),
+    "max_revisions": (0, 1_000),
+}
 #: What a backend imports, and the extra that installs it (checked when the spec is made, before any
 #: log, lock or folder): the served ones talk HTTP with httpx; transformers runs the model here.
 BACKEND_NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -171,18 +180,12 @@ class LLMSpec:
         check_prompt_id(self.prompt_id, key="prompt")
         if self.api not in APIS:
             raise GF2ConfigError(f"api={self.api!r} is not one of {APIS}.")
-        if self.samples < 1:
-            raise GF2ConfigError(f"samples={self.samples} is less than the minimum 1.")
-        if self.concurrency < 1:
-            raise GF2ConfigError(f"concurrency={self.concurrency} is less than the minimum 1.")
-        if self.retries < 0:
-            raise GF2ConfigError(f"retries={self.retries} is negative; pass 0 or more.")
-        if self.max_response_bytes < 1:
-            raise GF2ConfigError(f"max_response_bytes={self.max_response_bytes} is less than the minimum 1.")
+        for name, (low, high) in COUNT_RANGES.items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise GF2ConfigError(f"{name}={value} is outside [{low}, {high:,}]; pass a count in it.")
         if self.tools and self.api != "chat":
             raise GF2ConfigError("Tool mode is a conversation; it needs api='chat', not 'completions'.")
-        if self.max_revisions < 0:
-            raise GF2ConfigError(f"max_revisions={self.max_revisions} is negative; pass 0 or more.")
         from agents.llm.tool_mode import tool_protocol
 
         tool_protocol(self.tool_protocol)

@@ -38,7 +38,7 @@ from datetime import timezone
 from email.utils import parsedate_to_datetime
 from typing import Any, NamedTuple
 
-from agents.llm.queries import Backend, Callback, Completion, Query, SamplingParams
+from agents.llm.queries import MAX_TOKEN_COUNT, Backend, Callback, Completion, Query, SamplingParams
 from gf2env.errors import GF2ConfigError
 
 
@@ -87,7 +87,6 @@ MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 #: The largest token count a reply's ``usage`` may say (10**9): a thousand times the longest context
 #: of any model today; a larger count is no count but a broken or hostile server, and would swamp the
 #: run's token totals. A reply saying more is not a completion (BadResponseError).
-MAX_TOKEN_COUNT = 10**9
 
 #: Characters of a reply's ``model`` that are kept (a model's name is short; the rest is cut).
 MODEL_NAME_KEEP_CHARS = 200

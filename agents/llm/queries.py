@@ -23,6 +23,12 @@ from gf2env.text.prompt import Prompt
 APIS = ("chat", "completions")
 
 
+MAX_TOKEN_COUNT = 10**9
+"""The most tokens a count may be (a reply's usage, max_tokens, a context length): no model comes near."""
+MAX_TEMPERATURE = 100.0  # far past any useful temperature; a larger value is a typo
+MAX_TOP_K = 10**7  # above every vocabulary
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """Sampling settings sent with every request (and hashed into each query's identity).
@@ -51,27 +57,31 @@ class SamplingParams:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise GF2ConfigError(f"{name}={value!r} is not a finite number; pass e.g. {name}={example}.")
-        if self.temperature < 0:
-            raise GF2ConfigError(f"temperature={self.temperature} is negative; pass temperature >= 0.")
+        if not 0 <= self.temperature <= MAX_TEMPERATURE:
+            raise GF2ConfigError(
+                f"temperature={self.temperature} is outside [0, {MAX_TEMPERATURE}]; pass e.g. 0.6."
+            )
         if not 0 < self.top_p <= 1:
             raise GF2ConfigError(f"top_p={self.top_p} is outside (0, 1]; pass e.g. 0.95.")
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int):
             raise GF2ConfigError(f"max_tokens={self.max_tokens!r} is not an integer; pass e.g. 1024.")
-        if self.max_tokens < 1:
-            raise GF2ConfigError(f"max_tokens={self.max_tokens} is less than the minimum 1.")
+        if not 1 <= self.max_tokens <= MAX_TOKEN_COUNT:
+            raise GF2ConfigError(
+                f"max_tokens={self.max_tokens} is outside [1, {MAX_TOKEN_COUNT:,}]; pass e.g. 1024."
+            )
         if isinstance(self.stop, str) or not all(isinstance(s, str) and s for s in self.stop):
             raise GF2ConfigError(
                 f"stop={self.stop!r} is not a list of non-empty strings; pass e.g. stop=('</answer>',)."
             )
-        if self.top_k is not None and (isinstance(self.top_k, bool) or self.top_k < 1):
+        if self.top_k is not None and (isinstance(self.top_k, bool) or not 1 <= self.top_k <= MAX_TOP_K):
             raise GF2ConfigError(
-                f"top_k={self.top_k!r} is not a count of tokens >= 1; pass e.g. top_k=20, or leave it "
-                "out for no limit."
+                f"top_k={self.top_k!r} is not a count of tokens in [1, {MAX_TOP_K:,}]; pass e.g. top_k=20, "
+                "or leave it out for no limit."
             )
-        if self.max_model_len is not None and self.max_model_len < 2:
+        if self.max_model_len is not None and not 2 <= self.max_model_len <= MAX_TOKEN_COUNT:
             raise GF2ConfigError(
-                f"max_model_len={self.max_model_len} is too small; pass the context length the model was "
-                "started with (e.g. 8192), or leave it out."
+                f"max_model_len={self.max_model_len} is outside [2, {MAX_TOKEN_COUNT:,}]; pass the context "
+                "length the model was started with (e.g. 8192), or leave it out."
             )
 
     def to_dict(self) -> dict[str, Any]:

@@ -24,7 +24,7 @@ BAD_LLM_FIELDS = [
     ("stop: 5", "stop=5 is not a string or a list of strings"),
     ("samples: '2'", "samples='2' is not an integer"),
     ("max_response_bytes: 8MB", "max_response_bytes='8MB' is not an integer"),
-    ("max_response_bytes: 0", "max_response_bytes=0 is less than the minimum 1"),
+    ("max_response_bytes: 0", "max_response_bytes=0 is outside [1, 1,073,741,824]"),
 ]
 
 
@@ -98,6 +98,16 @@ def test_tool_wall_s_sets_the_sandbox_clock_and_joins_the_key():
         (["--base-url", "http://[::1"], "base_url='http://[::1' is not a URL"),
         (["--base-url", "http://127.0.0.1:99999"], "is not a URL (Port out of range"),
         (["--base-url", "127.0.0.1:8000"], "is not an http(s) URL with a host"),
+        # Past any real value, each was taken and ran for ever or failed every query (the CLI fuzz test):
+        (["--temperature", "1e308"], "temperature=1e+308 is outside [0, 100.0]"),
+        (["--top-k", str(10**30)], "is not a count of tokens in [1, 10,000,000]"),
+        (["--max-tokens", str(10**30)], "is outside [1, 1,000,000,000]"),
+        (["--max-model-len", str(10**30)], "is outside [2, 1,000,000,000]"),
+        (["--samples", str(10**30)], "is outside [1, 10,000]"),
+        (["--concurrency", str(10**30)], "is outside [1, 4,096]"),
+        (["--retries", str(10**30)], "is outside [0, 100]"),
+        (["--max-response-bytes", str(10**30)], "is outside [1, 1,073,741,824]"),
+        (["--tools", "--max-revisions", str(10**30)], "is outside [0, 1,000]"),
     ],
 )
 def test_eval_flags_are_checked_where_they_are_made(tmp_path, flags, message):

@@ -84,7 +84,7 @@ def test_an_agent_answers_a_cell_with_the_first_samples_action(server, tmp_path)
         ({"model": "m", "base_url": "http://x", "temprature": 1.0}, "unknown keys ['temprature']"),
         ({"model": "m"}, "needs base_url"),
         ({"model": "m", "backend": "transformers", "base_url": "http://x"}, "drop base_url"),
-        ({"model": "m", "base_url": "http://x", "samples": 0}, "samples=0 is less than the minimum 1"),
+        ({"model": "m", "base_url": "http://x", "samples": 0}, "samples=0 is outside [1, 10,000]"),
         ({"model": "m", "base_url": "http://x", "prompt": "paper-v9"}, "prompt='paper-v9' is unknown"),
         ({"model": "m", "base_url": "http://x", "top_p": 0}, "top_p=0"),
         ({"model": "m", "backend": "gpt"}, "backend='gpt' is not one of"),
