@@ -10,7 +10,10 @@ Record ``trial`` at depth ``g`` is a pure function of ``(seed, g, trial)``
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
+import stat
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,7 +27,7 @@ from gf2env.hf_dataset import DatasetSpec, Split, parse_splits, split_seed, writ
 from gf2env.oracle import SAMPLING_MODES, TaskConfig
 from gf2env.record_columns import RecordColumns, generate_columns, generate_episode_columns
 from gf2env.record_parquet import PARQUET_SUFFIXES, write_parquet
-from gf2env.records import check_seed
+from gf2env.records import check_record_count, check_seed
 from gf2env.settings import PER_DEPTH, TaskSettings
 from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS
 
@@ -50,7 +53,7 @@ PRESETS = {
 def cmd_generate(args: argparse.Namespace) -> int:
     preset = PRESETS[args.preset] if args.preset else DatasetPreset(depths=(0,), trials=100, n=32)
     depths = args.depths if args.depths is not None else preset.depths
-    trials = args.trials if args.trials is not None else preset.trials
+    trials = check_record_count(args.trials if args.trials is not None else preset.trials, "--trials")
     if args.episodes and args.n == PER_DEPTH:
         raise GF2ConfigError(
             "--n g+1 gives each depth instances of its own, but --episodes walks one instance through every "
@@ -83,19 +86,25 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 "drop --format hf, --splits and --prompt, or drop --episodes."
             )
         return _write_folder(args, settings, depths, n, trials)
-    if args.episodes:
-        return _write_records(args, fmt, _episode_groups(config, depths, trials, args.seed, args.quiet))
-    bar = tqdm(total=len(depths) * trials, desc="records", unit="rec", disable=args.quiet)
-    groups = []
-    for g in depths:
-        groups.append(generate_columns(config, g, trials, args.seed, n=g + 1 if n is None else n))
-        bar.update(trials)
-    bar.close()
-    offset = 0
-    for i, group in enumerate(groups):  # file order: depth by depth, trials in order
-        groups[i] = replace(group, index=group.index + offset)
-        offset += group.R
-    return _write_records(args, fmt, groups)
+    check_record_count(trials * len(depths), f"--trials {trials} at {len(depths)} depths")
+    held = hold_records_out(args.out)
+    try:
+        if args.episodes:
+            return _write_records(args, fmt, _episode_groups(config, depths, trials, args.seed, args.quiet))
+        bar = tqdm(total=len(depths) * trials, desc="records", unit="rec", disable=args.quiet)
+        groups = []
+        for g in depths:
+            groups.append(generate_columns(config, g, trials, args.seed, n=g + 1 if n is None else n))
+            bar.update(trials)
+        bar.close()
+        offset = 0
+        for i, group in enumerate(groups):  # file order: depth by depth, trials in order
+            groups[i] = replace(group, index=group.index + offset)
+            offset += group.R
+        return _write_records(args, fmt, groups)
+    finally:
+        if held is not None:
+            os.close(held)
 
 
 def _episode_groups(
@@ -139,6 +148,29 @@ def _write_records(args: argparse.Namespace, fmt: str, groups: list[RecordColumn
     return 0
 
 
+def hold_records_out(out: str) -> int | None:
+    """Refuse at once an ``--out`` that a records file cannot be written to without waiting forever: a
+    FIFO no process reads (opening it to write blocks until one does). A FIFO with a reader, or a pipe
+    (``--out /dev/stdout`` piped into another command), is written as a file is: the writer end opened
+    to find the reader is returned, to be closed once the file is written (closing it before would
+    show the reader an end of file)."""
+    try:
+        mode = os.stat(out).st_mode
+    except OSError:
+        return None  # absent, or not reachable: opening it names the problem
+    if not stat.S_ISFIFO(mode):
+        return None
+    try:
+        return os.open(out, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as err:
+        if err.errno != errno.ENXIO:
+            raise
+        raise GF2ConfigError(
+            f"--out {out} is a FIFO that no process reads, so writing it would wait forever; start its "
+            "reader first, or pass a file."
+        ) from None
+
+
 def output_format(fmt: str | None, out: str, splits: str | None, prompt: str | None) -> str:
     """What ``gf2 generate`` writes: ``json``, ``jsonl`` or ``parquet`` (one records file), or ``hf``
     (a dataset folder). ``--format parquet`` with an ``--out`` ending in ``.parquet``/``.pq`` is a
@@ -173,10 +205,12 @@ def _write_folder(
     else:
         splits = (Split("train", trials, split_seed(args.seed, "train")),)
     spec = DatasetSpec(
-        task=task, depths=tuple(depths), n=n, splits=splits, prompt_id=args.prompt or PAPER_PROMPT_ID,
-        seed=args.seed,
+        task=task, depths=tuple(depths), n=n, splits=splits,
+        prompt_id=PAPER_PROMPT_ID if args.prompt is None else args.prompt, seed=args.seed,
     )  # fmt: skip
     total = sum(s.trials for s in splits) * len(depths)
+    for split in splits:
+        check_record_count(split.trials * len(depths), f"split {split.name} at {len(depths)} depths")
     with tqdm(total=total, desc="rows", unit="row", disable=args.quiet) as bar:
         sizes = write_dataset_folder(args.out, spec, progress=bar.update)
     counts = ", ".join(f"{name}: {rows}" for name, rows in sizes.items())

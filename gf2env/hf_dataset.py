@@ -31,6 +31,7 @@ import yaml
 from gf2env.errors import GF2ConfigError, RecordFormatError
 from gf2env.record_columns import generate_columns
 from gf2env.record_parquet import PARQUET_SUFFIXES, require_pyarrow
+from gf2env.records import check_record_count
 from gf2env.settings import PER_DEPTH, TaskSettings, check_depths
 from gf2env.text.prompt import check_prompt_id
 from gf2env.text.rows import prompt_row
@@ -59,6 +60,10 @@ COLUMNS = (
 )  # fmt: skip
 
 
+#: The largest seed a split can name: its rows' ``seed`` column is int64.
+MAX_SPLIT_SEED = 2**63 - 1
+
+
 @dataclass(frozen=True)
 class Split:
     """One split: ``trials`` records at each depth, drawn with ``seed``."""
@@ -75,8 +80,12 @@ class Split:
             )
         if self.trials < 1:
             raise GF2ConfigError(f"split {self.name} has {self.trials} records a depth; pass at least 1.")
-        if self.seed < 0:
-            raise GF2ConfigError(f"split {self.name} has seed {self.seed}; pass a seed >= 0.")
+        check_record_count(self.trials, f"split {self.name}, a depth")
+        if not 0 <= self.seed <= MAX_SPLIT_SEED:
+            raise GF2ConfigError(
+                f"split {self.name} has seed {self.seed}; pass a seed in [0, 2**63 - 1] (the seed column "
+                "of a split is int64)."
+            )
 
     @property
     def path(self) -> str:
@@ -193,7 +202,7 @@ def write_dataset_folder(
             "name the dataset folder without it (e.g. --out data/gf2-p12), or pass --format parquet with "
             "the .parquet name for a records file."
         )
-    if out.is_file() or (out.is_dir() and any(out.iterdir())):
+    if (out.exists() and not out.is_dir()) or (out.is_dir() and any(out.iterdir())):
         raise GF2ConfigError(
             f"--out {out} already exists and is not an empty folder; remove it or pick another --out."
         )

@@ -229,6 +229,23 @@ def write_records(path: str | Path, records: Iterable[Record]) -> int:
 
 
 # ---------------------------------------------------------------------- generation
+#: The most records one command generates into one file or dataset split: about what gf2's readers
+#: take in one file (:data:`gf2env.record_files.MAX_RECORDS_BYTES`, 4 GiB: ~10 million records).
+MAX_RECORDS = 10_000_000
+
+
+def check_record_count(count: int, what: str = "trials") -> int:
+    """``count`` records (a depth's, or a file's) to generate: at most ``MAX_RECORDS``, a typed error
+    naming ``what`` and the fix otherwise (a huge count would be generated for hours, then be too large
+    to read back). Whether it is at least 1 is the generator's check (its message names the depth)."""
+    if count > MAX_RECORDS:
+        raise GF2ConfigError(
+            f"{what}: {count} records is more than the {MAX_RECORDS} one file or split may hold (gf2 "
+            "reads records files up to 4 GiB); generate fewer, or several files with other --seed."
+        )
+    return int(count)
+
+
 def check_seed(seed: Any, what: str = "seed") -> int:
     """``seed`` as an int >= 0, the seeds numpy's ``SeedSequence`` takes (a typed error otherwise)."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:

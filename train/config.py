@@ -118,15 +118,25 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
         "trainer": dict(trainer),
         "sft": _section(obj, "sft", SFTData, path, depths=as_tuple),
         "seed": int(obj.get("seed", 0)),
-        "output_dir": Path(obj.get("output_dir", "results/train")),
+        "output_dir": output_folder(obj.get("output_dir", "results/train"), f"{path}: output_dir"),
         "tools": obj.get("tools", False),
         "description": str(obj.get("description", "")),
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     if "model_path" in values:
         values["model"] = ModelSpec(values.pop("model_path"), values["model"].dtype, values["model"].lora)
-    values["output_dir"] = Path(values["output_dir"])
+    values["output_dir"] = output_folder(values["output_dir"], "--output-dir")
     return TrainConfig(**values)
+
+
+def output_folder(value: Any, what: str) -> Path:
+    """A run's output folder, from its config or ``--output-dir``: a path that names something. An
+    empty or blank one is refused: ``Path("")`` is the working directory, which a run would fill."""
+    if not isinstance(value, (str, Path)) or not str(value).strip():
+        raise GF2ConfigError(
+            f"{what}={value!r} names no folder; give the run's output folder, e.g. results/my-run."
+        )
+    return Path(value)
 
 
 def run_parser(prog: str, description: str, example: str) -> argparse.ArgumentParser:
@@ -148,4 +158,4 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 __all__ = ["ModelSpec", "RewardWeights", "SFTData", "TrainConfig", "config_from_args", "load_train_config",
-           "run_parser"]  # fmt: skip
+           "output_folder", "run_parser"]  # fmt: skip

@@ -59,6 +59,12 @@ def load_policy(config: TrainConfig) -> tuple[Any, Any, Any]:
             f"model.path={config.model.path} is not a folder; give a local model folder or a name from "
             "`gf2 models list` (no model hub is used)."
         )
+    if not (path / "config.json").is_file():
+        raise GF2ConfigError(
+            f"model.path={config.model.path} holds no config.json, so it is no Hugging Face model folder; "
+            "give the folder a model was saved to (e.g. by python -m train.tiny_lm) or a name from "
+            "`gf2 models list`."
+        )
     tokenizer = AutoTokenizer.from_pretrained(path)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:

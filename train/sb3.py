@@ -32,6 +32,7 @@ from typing import Any
 from agents.sb3_agent import SB3_ALGOS
 from gf2env.errors import GF2ConfigError
 from gf2env.settings import TaskSettings, check_keys, dataclass_from_mapping, read_yaml_mapping
+from train.config import output_folder
 from train.gamma_log import GammaEvalSpec, GammaLog
 
 _KEYS = {"env", "num_envs", "algo", *SB3_ALGOS, "total_timesteps", "gamma", "checkpoint_every", "seed",
@@ -83,6 +84,11 @@ def load_sb3_config(path: str | Path, policy_kwargs: str | None = None, **overri
     path = Path(path)
     obj = read_yaml_mapping(path, "SB3 run (configs/sb3-*.yaml)")
     check_keys(obj, _KEYS, str(path))
+    if "env" not in obj:  # an empty file (or another YAML file) would otherwise be a default run
+        raise GF2ConfigError(
+            f"{path} names no env: (the GF2Recon-v1 arguments, e.g. env: {{p: 6, d: 3, n: 4, K: 16}}; "
+            "env: {} for the defaults); see configs/sb3-small.yaml."
+        )
     gamma = dataclass_from_mapping(
         GammaEvalSpec, obj.get("gamma"), f"{path}: gamma", convert={"depths": tuple},
         defaults=_GAMMA_DEFAULTS, keys=_GAMMA_KEYS,
@@ -99,10 +105,10 @@ def load_sb3_config(path: str | Path, policy_kwargs: str | None = None, **overri
         "gamma": gamma,
         "checkpoint_every": int(obj.get("checkpoint_every", 50_000)),
         "seed": int(obj.get("seed", 0)),
-        "output_dir": Path(obj.get("output_dir", f"results/sb3-{algo}")),
+        "output_dir": output_folder(obj.get("output_dir", f"results/sb3-{algo}"), f"{path}: output_dir"),
     }
     values.update({k: v for k, v in overrides.items() if v is not None and k != "algo"})
-    values["output_dir"] = Path(values["output_dir"])
+    values["output_dir"] = output_folder(values["output_dir"], "--output-dir")
     if policy_kwargs is not None:
         values["hyper"]["policy_kwargs"] = {**(values["hyper"].get("policy_kwargs") or {}),
                                             **parse_policy_kwargs(policy_kwargs)}  # fmt: skip
@@ -191,6 +197,11 @@ def build_model(config: SB3Config) -> Any:
         return algo(policy, env, seed=config.seed, tensorboard_log=logs, **hyper)
     except TypeError as err:
         raise GF2ConfigError(f"{config.algo}: {err}; the keys are {algo.__name__}'s arguments.") from None
+    except (ValueError, RuntimeError) as err:  # a value the algorithm or its network cannot take
+        raise GF2ConfigError(
+            f"{config.algo}: {algo.__name__} refused the config's {config.algo}: section (with "
+            f"--policy-kwargs merged into its policy_kwargs): {err}"
+        ) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,16 +141,25 @@ def is_fetched(name: str, root: Path | None = None) -> bool:
 
 
 def is_current(folder: Path) -> bool:
-    """Whether ``folder`` holds a whole conversion (its manifest is written last) of today's format."""
+    """Whether ``folder`` holds a whole conversion (its manifest is written last) of today's format.
+
+    A manifest that is no regular file (a FIFO, which would block the read, or a device such as
+    /dev/zero, which would be read until memory runs out) or is too large to be one is no manifest."""
+    path = folder / MANIFEST
     try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except (OSError, json.JSONDecodeError):
+        status = path.stat()
+        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_MANIFEST_BYTES:
+            return False
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):  # ValueError: JSONDecodeError, UnicodeDecodeError
         return False
     return isinstance(manifest, dict) and manifest.get("folder_format") == FOLDER_FORMAT
 
 
 #: Written last into a fetched model's folder: what it was made from (source, sha256, versions).
 MANIFEST = "gf2env-model.json"
+#: A manifest is a few hundred bytes; a larger file named so is not one.
+MAX_MANIFEST_BYTES = 1 << 20
 #: The converted folder's format, in its manifest; a folder of another one is converted again.
 #: 2: config.json names the model class in ``architectures`` (vLLM loads Gemma 3 by it); a catalog
 #: ``chat_template`` is written where the GGUF file has none.
