@@ -29,6 +29,7 @@ import numpy as np
 
 from agents.base import Cell, ChecksSupport, Estimate
 from gf2env.errors import GF2ConfigError
+from gf2env.oracle import MAX_TERMS
 from gf2env.posterior import (
     EXACT_WORK_LIMIT,
     StepBatch,
@@ -142,8 +143,11 @@ class KnownTerms:
                 f"KnownTerms needs exactly one of count, fraction, half; got count={self.count}, "
                 f"fraction={self.fraction}, half={self.half}."
             )
-        if self.count is not None and self.count < 0:
-            raise GF2ConfigError(f"count={self.count} known terms is negative; pass count >= 0.")
+        if self.count is not None and not 0 <= self.count <= MAX_TERMS:
+            raise GF2ConfigError(
+                f"count={self.count} known terms is outside [0, {MAX_TERMS:,}] (no instance has more "
+                "terms); pass e.g. k=3."
+            )
         if self.fraction is not None and not 0.0 <= self.fraction <= 1.0:
             raise GF2ConfigError(f"fraction={self.fraction} is outside [0, 1]; pass 0 <= fraction <= 1.")
 

@@ -19,7 +19,7 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gf2env.errors import GF2ConfigError, InconsistentEvidenceError, RecordFormatError
 from gf2env.extras import missing_module_message
@@ -48,6 +48,37 @@ def int_list(text: str) -> tuple[int, ...]:
     if repeated:
         raise argparse.ArgumentTypeError(f"{text!r} repeats {repeated}; give each value once")
     return values
+
+
+def text_arg(text: str) -> str:
+    """A flag's text that must say something: an empty value is refused (not taken as "not given")."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give a value (or leave the flag out)")
+    return text
+
+
+def name_list(text: str) -> list[str]:
+    """A flag's comma-separated names, e.g. ``A,B,D(k=3)``: at least one, none empty."""
+    names = [name.strip() for name in text.split(",")]
+    if not any(names) or not all(names):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of names, e.g. A,B,C")
+    return names
+
+
+def count_arg(low: int, high: int) -> Callable[[str], int]:
+    """A flag's integer in ``[low, high]`` (e.g. records a depth): past ``high`` it is a typo that
+    would run for ever, below ``low`` it means nothing."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside [{low}, {high:,}]")
+        return value
+
+    return parse
 
 
 def n_arg(text: str) -> int | str:
@@ -88,8 +119,9 @@ def failure_line(err: BaseException) -> str:
         return "gf2: error: out of memory; use a smaller grid or file (GF2_DEBUG=1 shows where)"
     if isinstance(err, RecursionError):
         return f"gf2: error: input nested too deeply ({err}); GF2_DEBUG=1 shows where"
+    said = " ".join(str(err).split())  # one line, whatever the library's message holds
     return (
-        f"gf2: internal error: {type(err).__name__}: {err} "
+        f"gf2: internal error: {type(err).__name__}: {said} "
         f"(run again with {DEBUG_ENV}=1 for the traceback, and please report it)"
     )
 

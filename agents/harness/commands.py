@@ -15,9 +15,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gf2env.cli import int_list, n_arg
+from gf2env.cli import count_arg, int_list, n_arg, name_list, text_arg
 from gf2env.errors import GF2ConfigError
 from gf2env.oracle import SAMPLING_MODES
+from gf2env.records import MAX_RECORDS
 from gf2env.settings import PER_DEPTH
 from gf2env.text.prompt import PROMPT_IDS
 
@@ -36,9 +37,9 @@ EPISODES_HELP = (
 
 def add_grid_flags(parser: argparse.ArgumentParser) -> None:
     """What to evaluate on (a grid, or ``--records``) and where the results go."""
-    parser.add_argument("--records", help="evaluate on this records file instead of a grid")
+    parser.add_argument("--records", type=text_arg, help="evaluate on this records file instead of a grid")
     parser.add_argument("--depths", type=int_list)
-    parser.add_argument("--trials", type=int)
+    parser.add_argument("--trials", type=count_arg(1, MAX_RECORDS))
     parser.add_argument("--p", type=int_list, help="payload sizes, e.g. 8,12,16")
     parser.add_argument("--d", type=int_list)
     parser.add_argument("--K", type=int_list)
@@ -52,10 +53,13 @@ def add_grid_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
         "--executor",
+        type=text_arg,
         help="where the cells run: local (default, this process) or ray (Ray tasks)",
     )
     parser.add_argument(
-        "--address", help="with --executor ray: the cluster, e.g. auto or HOST:6379 (default: a local Ray)"
+        "--address",
+        type=text_arg,
+        help="with --executor ray: the cluster, e.g. auto or HOST:6379 (default: a local Ray)",
     )
 
 
@@ -287,8 +291,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmp = sub.add_parser(
         "compare", help="evaluate agents on a grid or records file; results, summary, figures"
     )
-    cmp.add_argument("--config", help="a YAML comparison, e.g. configs/paper-estimators.yaml")
-    cmp.add_argument("--agents", type=lambda s: [a for a in s.split(",") if a], help="e.g. A,B,C,D(k=3)")
+    cmp.add_argument("--config", type=text_arg, help="a YAML comparison, e.g. configs/paper-estimators.yaml")
+    cmp.add_argument("--agents", type=name_list, help="e.g. A,B,C,D(k=3)")
     cmp.add_argument(
         "--out",
         help="output directory (default: the config's for exactly its run; any other run gets a folder of "
@@ -380,7 +384,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.set_defaults(func=cmd_eval, preset_fixed=preset_fixed)
 
     demo = sub.add_parser("demo", help="seeded report: reward per depth against the baseline")
-    demo.add_argument("--episodes", type=int, default=20)
+    demo.add_argument("--episodes", type=count_arg(1, 1_000_000), default=20)
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--p", type=int, default=12)
     demo.add_argument("--d", type=int, default=4)

@@ -24,7 +24,7 @@ from gf2env.record_columns import (
     generate_columns,
     generate_episode_columns,
 )
-from gf2env.records import Record, check_seed
+from gf2env.records import Record, check_record_count, check_seed
 from gf2env.settings import TaskSettings, check_depths, check_distinct
 
 
@@ -55,6 +55,7 @@ class Grid:
             raise GF2ConfigError(f"episodes={self.episodes!r} is not a bool; pass True or False.")
         if self.trials < 1:
             raise GF2ConfigError(f"trials={self.trials} is less than the minimum 1; pass trials >= 1.")
+        check_record_count(self.trials)
         check_depths(self.depths, "depths")
         for name in ("p", "d", "K", "sampling"):
             check_distinct(getattr(self, name), name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from agents.llm.queries import Backend, Callback, Completion, Query, SamplingParams
@@ -32,6 +33,11 @@ class TransformersBackend(Backend):
         self.batch_size = batch_size
         self.model = model
         folder = resolve_model(model)
+        if Path(folder).is_dir() and not (Path(folder) / "config.json").is_file():
+            raise GF2ConfigError(
+                f"--model {model}: the folder {folder} holds no config.json, so it is no transformers model; "
+                "pass a model folder (gf2 models fetch NAME prints one) or a hub name."
+            )
         self.tokenizer: Any = AutoTokenizer.from_pretrained(folder)
         lm: Any = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype))
         self.lm: Any = lm.to(device)

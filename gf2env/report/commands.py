@@ -7,8 +7,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from gf2env.cli import count_arg
 from gf2env.errors import GF2ConfigError
-from gf2env.report.schema import COMPUTE_MEASURES
+from gf2env.records import MAX_RECORDS
+from gf2env.report.schema import COMPUTE_MEASURES, check_output_file, check_table_file
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -18,10 +20,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     measure = check_measure(args.compute or DEFAULT_MEASURE)
 
-    path = Path(args.table)
-    if not path.exists():
-        raise GF2ConfigError(f"{path} does not exist; pass a summary.csv or results.csv from gf2 compare.")
-    header = path.read_text().split("\n", 1)[0].split(",")
+    path = check_table_file(args.table, "summary or results")
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        header = fh.readline(1 << 16).rstrip("\n").split(",")
     summary = read_summary_csv(path) if "gamma_mean" in header else summarize(read_results_csv(path))
     out = Path(args.out) if args.out else path.parent
     for fig in write_figures(summary, out):
@@ -104,7 +105,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         print(line)
     if not fits:
         raise GF2ConfigError(f"No agent of {path} could be fitted (see the notes above).")
-    out = Path(args.out) if args.out else path.parent / fit_file_name(args)
+    out = check_output_file(args.out) if args.out else path.parent / fit_file_name(args)
     if out.resolve() == path.resolve():
         raise GF2ConfigError(f"--out {out} is the results file itself; name another file.")
     write_fits_csv(out, fits)
@@ -156,7 +157,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     fit.add_argument("--curve", help="CSV cache of the simulated D curve (read if present, else written)")
     fit.add_argument(
-        "--curve-trials", type=int, help=f"records a depth for the D curve (default {CURVE_TRIALS})"
+        "--curve-trials",
+        type=count_arg(1, MAX_RECORDS),
+        help=f"records a depth for the D curve (default {CURVE_TRIALS})",
     )
     fit.add_argument("--seed", type=int, help=f"seed of the D curve's records (default {CURVE_SEED})")
     fit.add_argument("--sampling", help="fit only the rows of this sampling mode (a setting selector)")

@@ -22,7 +22,7 @@ from gf2env.errors import GF2ConfigError
 from gf2env.oracle import TaskConfig
 from gf2env.posterior import StepBatch, composite_log_likelihood, known_terms, normalise
 from gf2env.record_columns import generate_columns
-from gf2env.report.schema import D_CURVE
+from gf2env.report.schema import D_CURVE, read_csv_text
 
 CURVE_ABOUT = ("sampling", "p", "d", "K", "trials", "seed")
 """The columns of a D curve CSV beyond ``g, k, gamma`` that say what it was simulated on."""
@@ -58,10 +58,7 @@ def readonly(a: np.ndarray) -> np.ndarray:
 
 
 def read_csv_rows(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        rows = list(reader)
-        header = list(reader.fieldnames or [])
+    header, rows = read_csv_text(path, "D curve")
     if not header:
         raise GF2ConfigError(f"CSV file {str(path)!r} is empty; pass a file with a header row.")
     return header, rows

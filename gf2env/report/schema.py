@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import math
+import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from gf2env.errors import RecordFormatError
+from gf2env.errors import GF2ConfigError, RecordFormatError
 
 ErrorType = Callable[[str], Exception]
 
@@ -244,26 +245,87 @@ def missing(keys: Iterable[str], columns: Sequence[str]) -> list[str]:
     return [c for c in columns if c not in present]
 
 
+MAX_TABLE_BYTES = 1 << 30  # a results table of ~5 million rows; a larger "table" is not one of ours
+
+
+def check_table_file(path: str | Path, kind: str) -> Path:
+    """``path`` if it is a regular file of at most :data:`MAX_TABLE_BYTES`; else a typed error at once
+    (a device such as /dev/zero would be read until memory ran out, a FIFO would wait for ever)."""
+    path = Path(path)
+    try:
+        status = path.stat()
+    except OSError as err:
+        raise GF2ConfigError(f"{path}: {err.strerror or err}; pass a {kind} CSV written by gf2.") from None
+    if not stat.S_ISREG(status.st_mode):
+        raise GF2ConfigError(f"{path} is not a regular file; pass a {kind} CSV written by gf2.")
+    if status.st_size > MAX_TABLE_BYTES:
+        raise GF2ConfigError(
+            f"{path} holds {status.st_size} bytes, more than the {MAX_TABLE_BYTES} a {kind} CSV may."
+        )
+    return path
+
+
+def check_output_file(path: str | Path) -> Path:
+    """``path`` if a table can be written there without waiting for ever or landing in a folder: absent
+    (in an existing folder), a regular file, or a character device such as /dev/null."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if not path.parent.is_dir():
+            raise GF2ConfigError(
+                f"--out {path}: the folder {path.parent} does not exist; create it first."
+            ) from None
+        return path
+    if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+        raise GF2ConfigError(
+            f"--out {path} exists and is not a file (a folder, FIFO or socket); name a file."
+        )
+    return path
+
+
+def read_csv_text(path: str | Path, kind: str) -> tuple[list[str], list[dict[str, str]]]:
+    """The header and raw rows of a CSV file checked by :func:`check_table_file`; text that is not
+    UTF-8 or not CSV is a :class:`RecordFormatError` naming the file."""
+    path = check_table_file(path, kind)
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            return list(reader.fieldnames or []), rows
+    except UnicodeDecodeError as err:
+        raise RecordFormatError(
+            f"{path} is not UTF-8 text ({err}); pass a {kind} CSV written by gf2."
+        ) from None
+    except csv.Error as err:
+        raise RecordFormatError(
+            f"{path} is not a readable CSV ({err}); pass a {kind} CSV written by gf2."
+        ) from None
+
+
 def read_table(path: str | Path, table: Table) -> list[dict[str, str]]:
     """The raw rows of a CSV that has (at least) ``table``'s required columns, else
     :class:`RecordFormatError` (an ``added`` column it lacks reads as blank)."""
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if reader.fieldnames is None:
-            raise RecordFormatError(
-                f"{path} is empty; a {table.kind} CSV starts with the header {list(table.names)}."
-            )
-        absent = missing(reader.fieldnames, table.required)
-        if absent:
-            added = [c for c in table.names if c not in table.required]
-            raise RecordFormatError(
-                f"{path} lacks the columns {absent}; a {table.kind} CSV has the header {list(table.required)}"
-                + (f" (and optionally {added})." if added else ".")
-            )
-        return list(reader)
+    header, rows = read_csv_text(path, table.kind)
+    if not header:
+        raise RecordFormatError(
+            f"{path} is empty; a {table.kind} CSV starts with the header {list(table.names)}."
+        )
+    absent = missing(header, table.required)
+    if absent:
+        added = [c for c in table.names if c not in table.required]
+        raise RecordFormatError(
+            f"{path} lacks the columns {absent}; a {table.kind} CSV has the header {list(table.required)}"
+            + (f" (and optionally {added})." if added else ".")
+        )
+    return rows
 
 
 __all__ = [
+    "MAX_TABLE_BYTES",
+    "check_output_file",
+    "check_table_file",
+    "read_csv_text",
     "COMPUTE",
     "COMPUTE_COLUMNS",
     "COMPUTE_MEASURES",
