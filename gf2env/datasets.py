@@ -102,6 +102,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
             groups[i] = replace(group, index=group.index + offset)
             offset += group.R
         return _write_records(args, fmt, groups)
+    except OSError as err:
+        if err.filename is not None:
+            raise
+        why = err.strerror or str(err)
+        raise GF2ConfigError(f"--out {args.out}: {why}; nothing usable was written.") from None
     finally:
         if held is not None:
             os.close(held)

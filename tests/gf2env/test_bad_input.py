@@ -224,6 +224,21 @@ def test_generate_with_a_huge_sample_count_is_one_line_exit_2(tmp_path):
     assert "K=100000000 is more than the maximum" in done.stderr
 
 
+@pytest.mark.parametrize(
+    "out, said",
+    [
+        ("/dev/full", "--out /dev/full: No space left on device; nothing usable was written."),
+        ("{tmp}/missing/r.json", "No such file or directory: {tmp}/missing/r.json"),
+        (".", "Is a directory: ."),
+    ],
+)
+def test_generate_into_an_output_it_cannot_write_is_one_line_naming_it(tmp_path, out, said):
+    # Each was a traceback; /dev/full's error comes from the final flush, where no path is attached.
+    done = run_cli("generate", "--depths", "0", "--trials", "2", "--quiet", "--out", out.format(tmp=tmp_path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr == f"gf2: error: {said.format(tmp=tmp_path)}\n"
+
+
 def test_a_records_path_that_is_no_regular_file_is_refused_at_once(tmp_path):
     """``--records /dev/zero`` read until MemoryError and a FIFO hung forever (issue 37)."""
     import os
