@@ -1,5 +1,8 @@
 """OpenAI-compatible servers as a backend (``vllm serve``, ``transformers serve``; needs httpx).
 
+One idea: one conversation with an OpenAI-compatible server (the request, its deadline and retries,
+and the checks that keep a wrong reply from becoming a number).
+
 ``/v1/chat/completions`` or ``/v1/completions``, async with a bounded number of requests in flight
 per server, queries dealt round-robin over the servers (data-parallel replicas), and retries with
 exponential backoff (or the wait a 429/503's ``Retry-After`` asks, up to ``max_retry_after``, 60 s by

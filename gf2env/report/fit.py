@@ -1,5 +1,7 @@
 """Effective-prefix fit (the paper's Table 1): how many prefix terms does an agent behave as if it knew?
 
+One idea: the fit itself (both models, both methods, per agent and setting, and its table).
+
 Estimator D knows ``k`` of the ``g`` prefix terms and marginalises the rest; its mean success
 ``γ_D(g, k)`` (a :class:`~gf2env.report.d_curve.DCurve`) rises with ``k`` from the data-only value
 (``k = 0``) to the diligent value (``k = g``). An agent's per-depth successes (:class:`DepthCounts`)
