@@ -46,16 +46,21 @@ def is_installed(module: str) -> bool:
         return False
 
 
+def install_command(extra: str, torch: bool = False) -> str:
+    """The command that installs ``extra`` (torch, when it is needed, first: any other torch spec
+    pulls a CUDA build)."""
+    return ("pip install torch==2.13.0 first, then " if torch else "") + f"pip install -e '.[{extra}]'"
+
+
 def missing_module_message(module: str) -> str:
     """What to install for a missing optional ``module``: the extra(s) that bring it."""
     top = module.split(".")[0]
     extras = [e for e in extras_providing(top) if e != "dev"]
     if not extras:
         return f"this needs the Python module {top!r}, which is not installed"
-    first = f"pip install -e '.[{extras[0]}]'"
     also = f" (it is also in {', '.join(extras[1:])})" if len(extras) > 1 else ""
-    torch_first = "pip install torch==2.13.0 first, then " if top == "torch" else ""
-    return f"this needs {top}, from the optional extra {extras[0]}: {torch_first}{first}{also}"
+    install = install_command(extras[0], torch=top == "torch")
+    return f"this needs {top}, from the optional extra {extras[0]}: {install}{also}"
 
 
-__all__ = ["extras_providing", "import_name", "is_installed", "missing_module_message"]
+__all__ = ["extras_providing", "import_name", "install_command", "is_installed", "missing_module_message"]

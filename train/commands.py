@@ -6,6 +6,7 @@ import argparse
 import importlib
 
 from gf2env.errors import MissingExtraError
+from gf2env.extras import install_command
 
 LOOPS = ("grpo", "sft", "sb3")  # the scripts train/<loop>.py
 
@@ -16,8 +17,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     except ImportError as err:
         extra = "sb3" if args.loop == "sb3" else "train"
         raise MissingExtraError(
-            f"gf2 train {args.loop} needs the {extra} extra ({err}); pip install torch==2.13.0, then "
-            f"pip install -e '.[{extra}]'."
+            f"gf2 train {args.loop} needs the {extra} extra ({err}); {install_command(extra, torch=True)}."
         ) from None
     return int(script.main(args.rest))
 

@@ -40,7 +40,7 @@ from agents.llm.planning import plan_queries
 from agents.llm.queries import APIS, Backend, SamplingParams
 from agents.llm.query_log import QueryLog, entry_action, log_entry, mean_compute
 from gf2env.errors import GF2ConfigError, MissingExtraError
-from gf2env.extras import is_installed
+from gf2env.extras import install_command, is_installed
 from gf2env.settings import check_keys, check_scalar_types
 from gf2env.text.prompt import PAPER_PROMPT_ID, check_prompt_id
 
@@ -159,10 +159,9 @@ class LLMSpec:
         modules, extra = BACKEND_NEEDS.get(self.backend, ((), ""))
         absent = [m for m in modules if not is_installed(m)]
         if absent:
-            torch_first = "pip install torch==2.13.0 first, then " if "torch" in absent else ""
             raise MissingExtraError(
                 f"backend {self.backend!r} needs {' and '.join(absent)}, from the {extra} extra: "
-                f"{torch_first}pip install -e '.[{extra}]'."
+                f"{install_command(extra, 'torch' in absent)}."
             )
         for url in self.base_urls:
             check_base_url(url)

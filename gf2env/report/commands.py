@@ -67,9 +67,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from gf2env.report.results import read_results_csv
 
     path = Path(args.results)
-    if not path.is_file():
-        raise GF2ConfigError(f"{path} is not a file; pass a results.csv from gf2 compare.")
-    rows = read_results_csv(path)
+    rows = read_results_csv(path)  # checks the file first (report.schema.check_table_file)
     chosen = {name: getattr(args, name) for name in SELECTORS if getattr(args, name) is not None}
     settings = sorted({setting_of(r) for r in rows})
     picked = [r for r in rows if all(r[name] == value for name, value in chosen.items())]
