@@ -87,10 +87,6 @@ class TooLargeError(BadResponseError):
 #: characters; JSON escapes take at most 6 bytes a character), far below what would strain memory.
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
-#: The largest token count a reply's ``usage`` may say (10**9): a thousand times the longest context
-#: of any model today; a larger count is no count but a broken or hostile server, and would swamp the
-#: run's token totals. A reply saying more is not a completion (BadResponseError).
-
 #: Characters of a reply's ``model`` that are kept (a model's name is short; the rest is cut).
 MODEL_NAME_KEEP_CHARS = 200
 

@@ -24,7 +24,9 @@ APIS = ("chat", "completions")
 
 
 MAX_TOKEN_COUNT = 10**9
-"""The most tokens a count may be (a reply's usage, max_tokens, a context length): no model comes near."""
+"""The most tokens a count may be (a reply's ``usage``, ``max_tokens``, a context length): a thousand
+times the longest context of any model today. A larger count is no count but a typo, or a broken or
+hostile server that would swamp the run's token totals (such a reply is a BadResponseError)."""
 MAX_TEMPERATURE = 100.0  # far past any useful temperature; a larger value is a typo
 MAX_TOP_K = 10**7  # above every vocabulary
 
