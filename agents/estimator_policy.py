@@ -1,6 +1,6 @@
 """Estimators as policies on ``GF2Recon-v1`` observations.
 
-:class:`EstimatorPolicy` turns an observation into a one-step :class:`~gf2env.posterior.StepBatch`,
+:class:`EstimatorPolicy` turns an observation into a one-step :class:`~gf2env.task.posterior.StepBatch`,
 asks its estimator for the posterior, and returns the argmax (ties broken at random) or a sample
 from the posterior. The full posterior of the last decision is kept in ``last_posterior``.
 
@@ -17,10 +17,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agents.estimators import Estimator, make_estimator
-from gf2env.env import GF2ReconEnv
+from gf2env.agents.estimators import Estimator, make_estimator
+from gf2env.envs.env import GF2ReconEnv
 from gf2env.errors import GF2ConfigError
-from gf2env.posterior import StepBatch
+from gf2env.task.posterior import StepBatch
 
 DECISIONS = ("argmax", "sample")
 
@@ -29,7 +29,8 @@ class EstimatorPolicy:
     """Play an estimator on a ``GF2Recon-v1`` env.
 
     Args:
-        estimator: an :class:`~agents.estimators.Estimator` or its name (``"A"``, ``"B"``, ``"D(k=3)"``...).
+        estimator: an :class:`~gf2env.agents.estimators.Estimator` or its name (``"A"``, ``"B"``,
+        ``"D(k=3)"``...).
         env: the env it plays (wrappers allowed); gives ``p``, ``d`` and the generator.
         decision: ``"argmax"`` (ties broken uniformly) or ``"sample"`` (from the posterior).
         rng: a generator to use instead of one spawned from the env's.

@@ -1,9 +1,10 @@
 """The paper's classical estimators (design.md §2) as batch functions over steps.
 
-Each estimator maps a :class:`~gf2env.posterior.StepBatch` to log weights over the ``C(p, d-1)``
+Each estimator maps a :class:`~gf2env.task.posterior.StepBatch` to log weights over the ``C(p, d-1)``
 candidates (uniform prior), from which :meth:`Estimator.evaluate` reports, per step, γ (posterior
 mass on the truth), the argmax action with ties broken by a generator, the tie size and the
-ties-split argmax accuracy. :class:`agents.estimator_policy.EstimatorPolicy` plays any of them on the env.
+ties-split argmax accuracy. :class:`gf2env.agents.estimator_policy.EstimatorPolicy` plays any of them on the
+env.
 
 =========== ============================================================================
 name        estimator
@@ -27,10 +28,10 @@ from math import comb, floor
 
 import numpy as np
 
-from agents.base import Cell, ChecksSupport, Estimate
+from gf2env.agents.base import Cell, ChecksSupport, Estimate
 from gf2env.errors import GF2ConfigError
-from gf2env.oracle import MAX_TERMS
-from gf2env.posterior import (
+from gf2env.task.oracle import MAX_TERMS
+from gf2env.task.posterior import (
     EXACT_WORK_LIMIT,
     StepBatch,
     argmax_with_ties,
@@ -84,7 +85,8 @@ class Estimator(ChecksSupport):
         )
 
     def answer(self, cell: Cell, rng: np.random.Generator) -> Estimate:
-        """:meth:`evaluate` on a cell's batch: the interface :func:`agents.harness.evaluate.evaluate` uses."""
+        """:meth:`evaluate` on a cell's batch: the interface
+        :func:`gf2env.agents.harness.evaluate.evaluate` uses."""
         return self.evaluate(cell.batch, rng)
 
     def sample(self, batch: StepBatch, rng: np.random.Generator) -> np.ndarray:

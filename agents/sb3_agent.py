@@ -17,7 +17,10 @@ In a compare config::
 
 from __future__ import annotations
 
+import base64
+import io
 import json
+import pickle
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import Cell, ChecksSupport, Estimate
+from gf2env.agents.base import Cell, ChecksSupport, Estimate
+from gf2env.config.settings import dataclass_from_mapping
 from gf2env.errors import GF2ConfigError
-from gf2env.records import Record
-from gf2env.settings import dataclass_from_mapping
+from gf2env.records.record import Record
 
 SB3_ALGOS = ("ppo", "a2c", "dqn")
+#: Top-level modules that checkpoints saved before the rename name (``agents.set_policy.GF2SetPolicy``):
+#: the repository's agents/ and train/ folders now install as ``gf2env.agents`` and ``gf2env.train``.
+OLD_MODULES = {"agents": "gf2env.agents", "train": "gf2env.train"}
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,38 @@ class SB3Spec:
         )
 
 
+class _RenamingUnpickler(pickle.Unpickler):
+    """An unpickler that finds the classes of older checkpoints under their new module names."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        top, dot, rest = module.partition(".")
+        return super().find_class(OLD_MODULES.get(top, top) + dot + rest, name)
+
+
+def _stored_data(path: Path) -> dict[str, Any]:
+    """The JSON ``data`` entry of a checkpoint zip."""
+    with zipfile.ZipFile(path) as archive:
+        return json.loads(archive.read("data"))
+
+
+def _unpickle(value: dict[str, str]) -> Any:
+    return _RenamingUnpickler(io.BytesIO(base64.b64decode(value[":serialized:"].encode()))).load()
+
+
+def stored_objects(path: Path) -> dict[str, Any]:
+    """The pickled entries of a checkpoint's ``data`` (its policy class, policy kwargs, spaces...), read
+    with :data:`OLD_MODULES` renamed. Given to SB3's ``load`` as ``custom_objects``, they load checkpoints
+    saved before and after the rename alike. An entry that does not unpickle here is left to SB3."""
+    objects = {}
+    for key, value in _stored_data(path).items():
+        if isinstance(value, dict) and ":serialized:" in value:
+            try:
+                objects[key] = _unpickle(value)
+            except Exception:  # SB3 reads it (or warns that it cannot) as it always does
+                continue
+    return objects
+
+
 def load_sb3(spec: SB3Spec) -> Any:
     """The SB3 model of a checkpoint (on CPU); its algorithm checked first (:func:`check_algorithm`)."""
     import stable_baselines3 as sb3
@@ -67,7 +105,9 @@ def load_sb3(spec: SB3Spec) -> Any:
         raise GF2ConfigError(f"SB3 checkpoint {path} does not exist; train one with gf2 train sb3.")
     check_algorithm(path, spec.algo)
     try:
-        return getattr(sb3, spec.algo.upper()).load(str(path), device="cpu")
+        return getattr(sb3, spec.algo.upper()).load(
+            str(path), device="cpu", custom_objects=stored_objects(path)
+        )
     except Exception as err:  # e.g. a damaged parameters file: torch's or zipfile's errors
         raise _unreadable(path, err) from None
 
@@ -83,16 +123,13 @@ def check_algorithm(path: Path, algo: str) -> None:
     """Refuse a checkpoint whose policy class (stored in the zip) is not one ``algo`` trains: SB3 would
     otherwise fail deep inside ``load`` (a DQN zip read as PPO, or the reverse). PPO and A2C share
     their policies, so a checkpoint of one loads, and acts the same, as the other. Only the zip's
-    ``data`` entry is read, and of it only the policy class is unpickled (the parameters are
-    ``load``'s to read, once)."""
+    ``data`` entry is read, and of it only the policy class is unpickled, older module names renamed
+    (the parameters are ``load``'s to read, once)."""
     import stable_baselines3 as sb3
-    from stable_baselines3.common.save_util import json_to_data
 
     try:
-        with zipfile.ZipFile(path) as archive:
-            stored = json.loads(archive.read("data"))
-        policy = json_to_data(json.dumps({"policy_class": stored["policy_class"]}))["policy_class"]
-    except Exception as err:  # zipfile errors, no data entry, not JSON, unpickling errors
+        policy = _unpickle(_stored_data(path)["policy_class"])
+    except Exception as err:  # zipfile errors, no data entry, not JSON, a policy class that does not unpickle
         raise _unreadable(path, err) from None
     fits = [
         name

@@ -34,7 +34,7 @@ In a config::
       policy: GF2SetPolicy            # resolved by name and algorithm (see :func:`resolve_policy`)
       policy_kwargs: {hidden: 64, bit_hidden: 32, net_arch: [64], history: exact}
 
-``d`` (the support size is ``d - 1``) is taken from the env by ``train.sb3``. Checkpoints pickle the
+``d`` (the support size is ``d - 1``) is taken from the env by ``gf2env.train.sb3``. Checkpoints pickle the
 policy class by its module path, so ``gf2 compare`` loads them as any other SB3 checkpoint.
 """
 
@@ -50,8 +50,8 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.dqn.policies import DQNPolicy, QNetwork
 from torch import nn
 
-from gf2env.combinatorics import all_supports
 from gf2env.errors import GF2ConfigError
+from gf2env.task.combinatorics import all_supports
 
 
 def _mlp(sizes: list[int]) -> nn.Sequential:

@@ -28,13 +28,13 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.estimators import make_estimator  # noqa: E402
 from bench.table import write_csv  # noqa: E402
-from gf2env.oracle import TaskConfig  # noqa: E402
-from gf2env.record_columns import generate_columns  # noqa: E402
-from gf2env.record_files import read_record_columns  # noqa: E402
-from gf2env.record_parquet import write_parquet  # noqa: E402
-from gf2env.records import write_records  # noqa: E402
+from gf2env.agents.estimators import make_estimator  # noqa: E402
+from gf2env.records.columns import generate_columns  # noqa: E402
+from gf2env.records.files import read_record_columns  # noqa: E402
+from gf2env.records.parquet import write_parquet  # noqa: E402
+from gf2env.records.record import write_records  # noqa: E402
+from gf2env.task.oracle import TaskConfig  # noqa: E402
 
 # (64, 3) shows B's likelihood contraction at work: at p=64, g=31 every soft sample's mask
 # probability rounds to exactly 1/2 in float64, the composite posterior is flat and it is skipped.

@@ -17,9 +17,9 @@ import statistics
 
 from table import write_csv
 
-from agents.llm.paper_tools import paper_tool_message
-from gf2env.oracle import TaskConfig
-from gf2env.records import generate_record
+from gf2env.agents.llm.paper_tools import paper_tool_message
+from gf2env.records.record import generate_record
+from gf2env.task.oracle import TaskConfig
 from gf2env.text.prompt import PROMPT_IDS, render_prompt
 
 DEPTHS = (0, 1, 3, 7, 15, 31, 63, 127)

@@ -1,4 +1,4 @@
-"""Throughput and per-run overhead of agents.sandbox on warm workers: sequential runs and SandboxPool,
+"""Throughput and per-run overhead of gf2env.agents.sandbox on warm workers: sequential runs and SandboxPool,
 for an empty snippet and a numpy solver, and what starting a worker costs.
 
 The solver is tests/agents/sandbox_corpus/benign_solver.py (reads the samples, uses numpy, prints a
@@ -20,9 +20,9 @@ from pathlib import Path
 
 from table import write_csv
 
-from agents.sandbox import ISOLATIONS, Sandbox, SandboxPool, SandboxResult, record_view
-from gf2env.oracle import TaskConfig
-from gf2env.records import generate_record
+from gf2env.agents.sandbox import ISOLATIONS, Sandbox, SandboxPool, SandboxResult, record_view
+from gf2env.records.record import generate_record
+from gf2env.task.oracle import TaskConfig
 
 SOLVER = Path(__file__).resolve().parent.parent / "tests" / "agents" / "sandbox_corpus" / "benign_solver.py"
 

@@ -6,10 +6,15 @@ v0 versions, which replay the first random stream (``stream="generator"``) exact
 
 from gymnasium.envs.registration import register, registry
 
-from gf2env.combinatorics import num_supports, rank_support, unrank_support
-from gf2env.env import GF2ReconEnv
+from gf2env.envs.env import GF2ReconEnv
+from gf2env.envs.vector import GF2ReconVectorEnv
 from gf2env.errors import GF2ConfigError, InvalidActionError, RecordFormatError
-from gf2env.oracle import (
+from gf2env.records.columns import RecordColumns
+from gf2env.records.files import read_record_columns, read_records
+from gf2env.records.parquet import write_parquet
+from gf2env.records.record import Record, generate_records, write_records
+from gf2env.task.combinatorics import num_supports, rank_support, unrank_support
+from gf2env.task.oracle import (
     Evidence,
     Instance,
     TaskConfig,
@@ -18,15 +23,9 @@ from gf2env.oracle import (
     draw_instance,
     firing_probability,
 )
-from gf2env.record_columns import RecordColumns
-from gf2env.record_files import read_record_columns, read_records
-from gf2env.record_parquet import write_parquet
-from gf2env.records import Record, generate_records, write_records
-from gf2env.rules import Failure
+from gf2env.task.rules import Failure
 from gf2env.text.answers import Verdict, validate_answer
-from gf2env.vector import GF2ReconVectorEnv
-
-__version__ = "0.1.0"
+from gf2env.version import __version__ as __version__
 
 ENV_ID = "GF2Recon-v1"
 TEXT_ENV_ID = "GF2ReconText-v1"
@@ -36,13 +35,13 @@ for _version, _kwargs in (("v1", {}), ("v0", _V0)):
     if f"GF2Recon-{_version}" not in registry:
         register(
             id=f"GF2Recon-{_version}",
-            entry_point="gf2env.env:GF2ReconEnv",
-            vector_entry_point="gf2env.vector:GF2ReconVectorEnv",
+            entry_point="gf2env.envs.env:GF2ReconEnv",
+            vector_entry_point="gf2env.envs.vector:GF2ReconVectorEnv",
             kwargs=_kwargs,
         )
     if f"GF2ReconText-{_version}" not in registry:
         register(
-            id=f"GF2ReconText-{_version}", entry_point="gf2env.text.text_env:GF2ReconTextEnv", kwargs=_kwargs
+            id=f"GF2ReconText-{_version}", entry_point="gf2env.envs.text_env:GF2ReconTextEnv", kwargs=_kwargs
         )
 
 __all__ = [

@@ -1,12 +1,12 @@
 """The ``gf2`` command line: a thin dispatcher.
 
 Each command's flags and body live with the module that owns it; this module only names them.
-``gf2 generate`` writes datasets (:mod:`gf2env.datasets`); ``gf2 compare`` evaluates agents on a
+``gf2 generate`` writes datasets (:mod:`gf2env.records.generate`); ``gf2 compare`` evaluates agents on a
 grid or a records file and writes results, a summary with intervals and figures, ``gf2 eval`` does
-the same for one LLM, ``gf2 demo`` plays a seeded report (:mod:`agents.harness.commands`);
+the same for one LLM, ``gf2 demo`` plays a seeded report (:mod:`gf2env.agents.harness.commands`);
 ``gf2 plot`` redraws figures from a summary and ``gf2 fit`` fits the effective-prefix model (the
 paper's Table 1) to results (:mod:`gf2env.report.commands`); ``gf2 train`` runs a training loop
-(:mod:`train.commands`).
+(:mod:`gf2env.train.commands`).
 
 The command modules are named here as strings and imported when the parser is built: the entry
 point is the one place that knows every layer, and ``gf2env`` still imports nothing from
@@ -19,76 +19,19 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from gf2env.errors import GF2ConfigError, InconsistentEvidenceError, RecordFormatError
 from gf2env.extras import missing_module_message
-from gf2env.settings import PER_DEPTH, repeated_values
 
 # Each module has ``register(subparsers)``, adding its commands with ``set_defaults(func=...)``.
 COMMAND_MODULES = (
-    "gf2env.datasets",
-    "agents.harness.commands",
-    "agents.models.commands",
+    "gf2env.records.generate",
+    "gf2env.agents.harness.commands",
+    "gf2env.agents.models.commands",
     "gf2env.report.commands",
-    "train.commands",
+    "gf2env.train.commands",
 )
-
-
-def int_list(text: str) -> tuple[int, ...]:
-    """A flag's comma-separated ints, e.g. ``0,1,3,7``: at least one, each once (a value given twice
-    would count its records twice)."""
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of ints") from err
-    if not values:
-        raise argparse.ArgumentTypeError(f"{text!r} holds no value; give e.g. 0,1,3,7")
-    repeated = sorted(repeated_values(values))
-    if repeated:
-        raise argparse.ArgumentTypeError(f"{text!r} repeats {repeated}; give each value once")
-    return values
-
-
-def text_arg(text: str) -> str:
-    """A flag's text that must say something: an empty value is refused (not taken as "not given")."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("is empty; give a value (or leave the flag out)")
-    return text
-
-
-def name_list(text: str) -> list[str]:
-    """A flag's comma-separated names, e.g. ``A,B,D(k=3)``: at least one, none empty."""
-    names = [name.strip() for name in text.split(",")]
-    if not any(names) or not all(names):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of names, e.g. A,B,C")
-    return names
-
-
-def count_arg(low: int, high: int) -> Callable[[str], int]:
-    """A flag's integer in ``[low, high]`` (e.g. records a depth): past ``high`` it is a typo that
-    would run for ever, below ``low`` it means nothing."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is outside [{low}, {high:,}]")
-        return value
-
-    return parse
-
-
-def n_arg(text: str) -> int | str:
-    """``--n``: a number of terms, or ``g+1``."""
-    if text == PER_DEPTH:
-        return PER_DEPTH
-    try:
-        return int(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"--n {text!r} is neither an integer nor 'g+1'") from err
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,7 +27,7 @@ def fetched_model(name: str) -> str:
     """The folder of catalog model ``name`` fetched by ``make models`` / ``gf2 models fetch``."""
     import os
 
-    from agents.models import is_fetched, model_path
+    from gf2env.agents.models import is_fetched, model_path
 
     if not is_fetched(name):
         why = f"{name} is not fetched (run `make models` or `gf2 models fetch {name}`)"

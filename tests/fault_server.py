@@ -16,7 +16,7 @@ except in ``named`` (the model the request asked for, as vLLM names it) and ``im
 (``impostor-70b``, whatever was asked). ``retry429`` (``Retry-After: 1``), ``retry503date`` (an
 HTTP-date 2 s ahead) and ``retry429long`` (``Retry-After: 3600``) refuse first; the time of every
 attempt is kept in ``times``. ``solver`` plays a model in tool mode: its first reply
-is ``train.tool_solvers.DILIGENT_SOLVER`` in a fenced block, and once it has seen the code's
+is ``gf2env.train.tool_solvers.DILIGENT_SOLVER`` in a fenced block, and once it has seen the code's
 output it replies with the last boxed answer of that output (after an error, it sends the solver).
 ``solver-buggy`` starts with code that fails; ``solver-cut`` starts with a reply cut off by
 ``max_tokens`` inside its code block (finish reason ``length``); ``solver-bare`` answers with the
@@ -25,7 +25,7 @@ bare list until it is asked for the box; ``truncating`` is always cut off inside
 no ``tools.py`` in the workspace it writes the solver there as ``tools.solve`` and calls it, and when
 they do, it imports and calls it; then it boxes what the code printed.
 ``paper-solver`` plays a model under the paper's tool protocol: to a tool-mode message it replies
-with ``train.tool_solvers.PAPER_DILIGENT_SOLVER`` in a fenced block (``paper-solver-unclosed``: a
+with ``gf2env.train.tool_solvers.PAPER_DILIGENT_SOLVER`` in a fenced block (``paper-solver-unclosed``: a
 fence never closed, cut off by ``max_tokens``), to the "Execution result:" the box its code printed;
 to a prompt without tools it answers like ``ok``.
 Stop strings in a request end every reply as vLLM ends it: cut before the first one, finish reason
@@ -43,7 +43,7 @@ from collections import Counter
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from train.tool_solvers import DILIGENT_SOLVER, PAPER_DILIGENT_SOLVER
+from gf2env.train.tool_solvers import DILIGENT_SOLVER, PAPER_DILIGENT_SOLVER
 
 SOLVER = DILIGENT_SOLVER
 FLOOD_BYTES = 20 * 1024 * 1024  # the body of the flood modes

@@ -1,7 +1,9 @@
 """The layout rules of the README, checked on the source with ``ast``.
 
-- Layers: ``gf2env`` (the task) < ``agents`` (who plays it) < ``train`` (who learns it). A module
-  imports only from its own layer or below, never up.
+- Layers: the core ``gf2env`` (the task) < ``gf2env.agents`` (who plays it, from ``agents/``) <
+  ``gf2env.train`` (who learns it, from ``train/``). Inside the core, rooms are layered too, from
+  ``errors`` up to the ``gf2`` dispatcher (``CORE_ROOMS``). A module imports only from its own layer
+  (or room) or below, never up.
 - No import circle between modules, counting every import (module level, inside functions and
   under ``TYPE_CHECKING``): a circle held together by lazy imports is still a circle.
 - A module over ``MAX_LINES`` lines holds one idea and says which in its docstring, on a line that
@@ -17,18 +19,35 @@ import pytest
 
 from tests.paths import REPO
 
-LAYERS = {"gf2env": 0, "agents": 1, "train": 2}
+#: Where each layer's source lives in the repository (pyproject's package-dir maps the last two).
+LAYER_FOLDERS = {"gf2env": "gf2env", "gf2env.agents": "agents", "gf2env.train": "train"}
+#: The core's rooms, lowest first: a module of one room imports only from its own room or those before
+#: it. The package itself (``gf2env``, whose ``__init__`` registers the envs) and the dispatcher sit on top.
+CORE_ROOMS = (
+    ("errors", "extras", "version"),
+    ("task",),
+    ("stream",),
+    ("config",),
+    ("text",),
+    ("records",),
+    ("envs",),
+    ("report",),
+    ("integrations",),
+    ("cli", "__main__", ""),
+)
 MAX_LINES = 400
 
 
 def _modules() -> dict[str, Path]:
     found = {}
-    for package in LAYERS:
-        for path in sorted((REPO / package).rglob("*.py")):
-            parts = list(path.relative_to(REPO).with_suffix("").parts)
+    for layer, folder in LAYER_FOLDERS.items():
+        for path in sorted((REPO / folder).rglob("*.py")):
+            if folder == "gf2env" and path.relative_to(REPO / folder).parts[0] in ("agents", "train"):
+                continue
+            parts = list(path.relative_to(REPO / folder).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
-            found[".".join(parts)] = path
+            found[".".join([layer, *parts])] = path
     return found
 
 
@@ -68,12 +87,22 @@ GRAPH = {module: _imports(module) for module in MODULES}
 
 
 def _layer(module: str) -> int:
-    return LAYERS[module.split(".")[0]]
+    parts = module.split(".")
+    return {"agents": 1, "train": 2}.get(parts[1], 0) if len(parts) > 1 else 0
+
+
+def _room(module: str) -> int:
+    """The rank of a core module's room in ``CORE_ROOMS``."""
+    name = module.split(".")[1] if "." in module else ""
+    ranks = [rank for rank, rooms in enumerate(CORE_ROOMS) if name in rooms]
+    assert ranks, f"{module} is in no room of CORE_ROOMS: add its room there"
+    return ranks[0]
 
 
 def test_the_walk_sees_the_project() -> None:
-    assert {"gf2env.env", "agents.base", "train.grpo"} <= MODULES.keys()
-    assert "gf2env.oracle" in GRAPH["gf2env.env"]
+    assert {"gf2env.envs.env", "gf2env.agents.base", "gf2env.train.grpo"} <= MODULES.keys()
+    assert "gf2env.task.oracle" in GRAPH["gf2env.envs.env"]
+    assert not any(name.startswith(("agents.", "train.")) for name in MODULES)
 
 
 def test_no_import_goes_up_a_layer() -> None:
@@ -83,7 +112,24 @@ def test_no_import_goes_up_a_layer() -> None:
         for target in targets
         if _layer(target) > _layer(module)
     )
-    assert not upward, "gf2env < agents < train; these import upward:\n" + "\n".join(upward)
+    assert not upward, "gf2env < gf2env.agents < gf2env.train; these import upward:\n" + "\n".join(upward)
+
+
+def test_every_core_module_is_in_a_room() -> None:
+    for module in MODULES:
+        if _layer(module) == 0:
+            _room(module)
+
+
+def test_no_import_goes_up_a_room_of_the_core() -> None:
+    upward = sorted(
+        f"{module} imports {target}"
+        for module, targets in GRAPH.items()
+        for target in targets
+        if _layer(module) == _layer(target) == 0 and _room(target) > _room(module)
+    )
+    rooms = " < ".join("/".join(r or "gf2env" for r in rooms) for rooms in CORE_ROOMS)
+    assert not upward, f"the core's rooms are {rooms}; these import upward:\n" + "\n".join(upward)
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

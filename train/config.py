@@ -1,8 +1,8 @@
 """The YAML of a training run (``configs/train-*.yaml``), read into dataclasses with checked keys.
 
 Sections: ``model`` (a local model folder, dtype, optional ``lora``), ``task`` (p, d, K, sampling,
-prompt id), ``curriculum`` (:func:`train.curriculum.make_curriculum`), ``rewards`` (weights of the
-exact-term and format rewards), ``gamma`` (:class:`train.gamma_log.GammaEvalSpec`), ``trainer`` (passed
+prompt id), ``curriculum`` (:func:`gf2env.train.curriculum.make_curriculum`), ``rewards`` (weights of the
+exact-term and format rewards), ``gamma`` (:class:`gf2env.train.gamma_log.GammaEvalSpec`), ``trainer`` (passed
 to TRL's ``GRPOConfig`` / ``SFTConfig`` as keyword arguments, so every TRL option is available
 there), and ``sft`` (the teacher data of a warm start: depths, records, tool variant). Top level:
 ``seed``, ``output_dir``, ``tools`` (GRPO with the Python tool environment).
@@ -15,11 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gf2env.config.settings import (
+    check_bools,
+    check_depths,
+    check_keys,
+    dataclass_from_mapping,
+    read_yaml_mapping,
+)
 from gf2env.errors import GF2ConfigError
-from gf2env.settings import check_bools, check_depths, check_keys, dataclass_from_mapping, read_yaml_mapping
-from train.curriculum import Curriculum, make_curriculum
-from train.data import TaskSpec
-from train.gamma_log import GammaEvalSpec
+from gf2env.train.curriculum import Curriculum, make_curriculum
+from gf2env.train.data import TaskSpec
+from gf2env.train.gamma_log import GammaEvalSpec
 
 _SECTIONS = {"model", "task", "curriculum", "rewards", "gamma", "trainer", "sft", "seed", "output_dir",
              "tools", "description"}  # fmt: skip
@@ -35,14 +41,17 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if not self.path:
-            raise GF2ConfigError("model.path is empty; give a local model folder (e.g. from train.tiny_lm).")
+            raise GF2ConfigError(
+                "model.path is empty; give a local model folder (e.g. from gf2env.train.tiny_lm)."
+            )
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise GF2ConfigError(f"model.dtype={self.dtype!r} is not float32, bfloat16 or float16.")
 
 
 @dataclass(frozen=True)
 class RewardWeights:
-    """Weights of :func:`train.rewards.correct_term_reward` and :func:`train.rewards.format_reward`."""
+    """Weights of :func:`gf2env.train.rewards.correct_term_reward` and
+    :func:`gf2env.train.rewards.format_reward`."""
 
     correct: float = 1.0
     format: float = 0.0

@@ -6,7 +6,7 @@
   rung reaches ``threshold``.
 
 Both answer :meth:`depths` (the active depths now) and take :meth:`observe` (a γ evaluation); the
-prompt stream of :mod:`train.data` asks them for every prompt it makes, so a move takes effect on the
+prompt stream of :mod:`gf2env.train.data` asks them for every prompt it makes, so a move takes effect on the
 next generation batch.
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gf2env.config.settings import check_keys
 from gf2env.errors import GF2ConfigError
-from gf2env.settings import check_keys
 
 
 def _check_depths(depths: Sequence[int], what: str) -> tuple[int, ...]:

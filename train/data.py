@@ -1,7 +1,7 @@
 """Training prompts drawn from the environment: a stream that follows a depth curriculum.
 
 Prompt ``i`` of a run is a pure function of ``(seed, i)``: its depth is drawn from the curriculum's
-active depths with a generator keyed by ``(seed, i)`` (:func:`gf2env.records.mixed_depth`), and its
+active depths with a generator keyed by ``(seed, i)`` (:func:`gf2env.records.record.mixed_depth`), and its
 record is ``generate_record(config, g, i, seed)`` (the same records ``gf2 generate`` would write). Each row
 holds what TRL needs (``prompt``: chat messages) and what the rewards read (``target``, ``p``,
 ``answer_offset``) plus ``g`` and the record's JSON (``record``: the tool environment's input).
@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gf2env.records import Record, generate_record, mixed_depth
-from gf2env.settings import TaskSettings
+from gf2env.config.settings import TaskSettings
+from gf2env.records.record import Record, generate_record, mixed_depth
+from gf2env.records.rows import prompt_row
 from gf2env.text.prompt import check_prompt_id
-from gf2env.text.rows import prompt_row
-from train.curriculum import Curriculum
+from gf2env.train.curriculum import Curriculum
 
 
 @dataclass(frozen=True)

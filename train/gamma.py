@@ -1,16 +1,16 @@
 """γ_g while training: every N steps, the current policy on a fixed held-out set at each depth.
 
-The held-out set is the evaluation harness's own grid (:class:`agents.harness.grid.Grid`) with its own
+The held-out set is the evaluation harness's own grid (:class:`gf2env.agents.harness.grid.Grid`) with its own
 seed (``eval_seed``, recorded in every row; training prompts use the run's ``seed``, a different
 key of the record generator, so the held-out records are not the training ones). The policy is
-asked through :class:`agents.llm.agent.LLMAgent` over the live model
-(:meth:`agents.llm.transformers_backend.TransformersBackend.from_loaded`), so prompts, scoring and
+asked through :class:`gf2env.agents.llm.agent.LLMAgent` over the live model
+(:meth:`gf2env.agents.llm.transformers_backend.TransformersBackend.from_loaded`), so prompts, scoring and
 Jeffreys intervals are the ones ``gf2 eval`` uses; its queries go to ``gamma_queries.jsonl`` (one
 model name a step). The callback holds that log from its construction to the end of training
-(:meth:`agents.llm.query_log.QueryLog.locked`, the lock of ``gf2 eval``): a second run on the same
+(:meth:`gf2env.agents.llm.query_log.QueryLog.locked`, the lock of ``gf2 eval``): a second run on the same
 output folder is refused before it trains, never appending to the same log.
 
-Rows go to ``gamma.csv`` (always; :class:`train.gamma_log.GammaLog`): step, the curriculum's active
+Rows go to ``gamma.csv`` (always; :class:`gf2env.train.gamma_log.GammaLog`): step, the curriculum's active
 depths, and the summary columns of :func:`gf2env.report.results.summarize` per depth. Scalars also
 go to TensorBoard (when installed), and to trackio / W&B when a run of theirs is active. At the
 end, ``gamma_vs_step.png`` (γ_g against step, a line a depth) and ``gamma_vs_depth.png`` (γ_g
@@ -25,16 +25,16 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from agents.harness.evaluate import evaluate
-from agents.harness.grid import grid_cells
-from agents.llm.agent import LLMAgent, LLMSpec
-from agents.llm.queries import SamplingParams
-from agents.llm.query_log import QueryLog
-from agents.llm.transformers_backend import TransformersBackend
+from gf2env.agents.harness.evaluate import evaluate
+from gf2env.agents.harness.grid import grid_cells
+from gf2env.agents.llm.agent import LLMAgent, LLMSpec
+from gf2env.agents.llm.queries import SamplingParams
+from gf2env.agents.llm.query_log import QueryLog
+from gf2env.agents.llm.transformers_backend import TransformersBackend
 from gf2env.report.results import summarize
-from train.curriculum import Curriculum
-from train.data import TaskSpec
-from train.gamma_log import GammaEvalSpec, GammaLog
+from gf2env.train.curriculum import Curriculum
+from gf2env.train.data import TaskSpec
+from gf2env.train.gamma_log import GammaEvalSpec, GammaLog
 
 
 class GammaCallback(TrainerCallback):

@@ -1,6 +1,7 @@
 """A training run's γ_g evaluation: what it asks (:class:`GammaEvalSpec`), where it goes (:class:`GammaLog`).
 
-Shared by the TRL callback (:mod:`train.gamma`) and the SB3 one (:mod:`train.sb3`). ``gamma.csv``
+Shared by the TRL callback (:mod:`gf2env.train.gamma`) and the SB3 one (:mod:`gf2env.train.sb3`).
+``gamma.csv``
 has the columns of ``gf2env.report.schema.SUMMARY`` with the run's columns around them
 (:data:`GAMMA`): the step, the curriculum's active depths, the held-out seed, the prompt id, and
 the wall time.
@@ -15,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.harness.grid import Grid
-from agents.llm.queries import SamplingParams
+from gf2env.agents.harness.grid import Grid
+from gf2env.agents.llm.queries import SamplingParams
+from gf2env.config.settings import TaskSettings, check_depths
 from gf2env.errors import GF2ConfigError, RecordFormatError
 from gf2env.report.schema import SUMMARY, Column, missing, read_table
-from gf2env.settings import TaskSettings, check_depths
 
 GAMMA = SUMMARY.around(
     "gamma log",
@@ -49,7 +50,7 @@ class GammaEvalSpec:
     max_tokens: int = 64
     samples: int = 1
     level: float = 0.95
-    batch_size: int = 16  # queries a generate call (see agents.llm.transformers_backend)
+    batch_size: int = 16  # queries a generate call (see gf2env.agents.llm.transformers_backend)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "depths", check_depths(self.depths, "gamma.depths"))
@@ -91,7 +92,7 @@ def _header(path: Path) -> list[str]:
 class GammaLog:
     """Where γ_g evaluations of a run go: ``gamma.csv``, TensorBoard / trackio / W&B, the end plots.
 
-    Shared by the TRL callback below and the SB3 one (:mod:`train.sb3`). ``done_steps`` holds the steps
+    Shared by the TRL callback below and the SB3 one (:mod:`gf2env.train.sb3`). ``done_steps`` holds the steps
     already in the CSV (a resumed run does not evaluate them again).
     """
 

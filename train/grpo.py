@@ -1,6 +1,6 @@
 """GRPO on GF2Recon with TRL, γ_g measured at every depth while it trains.
 
-    python -m train.grpo --config configs/train-grpo-smoke.yaml [--model-path DIR] [--output-dir DIR]
+    python -m gf2env.train.grpo --config configs/train-grpo-smoke.yaml [--model-path DIR] [--output-dir DIR]
                          [--max-steps N] [--resume]
     gf2 train grpo --config ...            (the same)
 
@@ -10,11 +10,11 @@ next term, plus an optional format reward) → TRL's ``GRPOConfig`` (the config'
 on a machine without CUDA, CPU settings unless the config says otherwise) → callbacks (γ_g on the
 held-out set every ``gamma.every`` steps; the curriculum's state saved with each checkpoint) →
 ``GRPOTrainer.train``. With ``tools: true`` the model may call ``run_python`` / ``submit`` of
-:class:`train.tool_env.GF2ToolEnvironment` (TRL's ``environment_factory``), the environment owns
+:class:`gf2env.train.tool_env.GF2ToolEnvironment` (TRL's ``environment_factory``), the environment owns
 the reward, and the tool calls per completion are logged (``rewards/tool_calls/mean``).
 
 On GPU, set ``trainer: {use_vllm: true, vllm_mode: colocate}`` (or ``server`` with ``trl vllm-serve``)
-for vLLM generation; several GPUs: ``accelerate launch -m train.grpo --config ...``.
+for vLLM generation; several GPUs: ``accelerate launch -m gf2env.train.grpo --config ...``.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agents.models.catalog import resolve_model
+from gf2env.agents.models.catalog import resolve_model
 from gf2env.errors import GF2ConfigError
-from train.config import TrainConfig, config_from_args, run_parser
-from train.gamma import GammaCallback
-from train.rewards import correct_term_reward, format_reward
+from gf2env.train.config import TrainConfig, config_from_args, run_parser
+from gf2env.train.gamma import GammaCallback
+from gf2env.train.rewards import correct_term_reward, format_reward
 
 CURRICULUM_FILE = "curriculum.json"
 
@@ -62,7 +62,7 @@ def load_policy(config: TrainConfig) -> tuple[Any, Any, Any]:
     if not (path / "config.json").is_file():
         raise GF2ConfigError(
             f"model.path={config.model.path} holds no config.json, so it is no Hugging Face model folder; "
-            "give the folder a model was saved to (e.g. by python -m train.tiny_lm) or a name from "
+            "give the folder a model was saved to (e.g. by python -m gf2env.train.tiny_lm) or a name from "
             "`gf2 models list`."
         )
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -114,7 +114,7 @@ def build_trainer(config: TrainConfig, resume: bool = False) -> tuple[Any, Path 
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOConfig, GRPOTrainer
 
-    from train.data import curriculum_dataset
+    from gf2env.train.data import curriculum_dataset
 
     out = config.output_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -156,8 +156,8 @@ def build_trainer(config: TrainConfig, resume: bool = False) -> tuple[Any, Path 
 
     environment_factory = None
     if config.tools:
-        from agents.sandbox import Sandbox
-        from train.tool_env import GF2ToolEnvironment
+        from gf2env.agents.sandbox import Sandbox
+        from gf2env.train.tool_env import GF2ToolEnvironment
 
         # refuses to start where bubblewrap cannot run; one warm worker per rollout in flight (each
         # rollout's workspace holds one), so that no worker is restarted between batches

@@ -1,6 +1,6 @@
 """Reward functions for TRL trainers, in TRL's shape ``(completions, **columns) -> list[float]``.
 
-The dataset rows of :mod:`train.data` carry the columns these read: ``target`` (payload indices of
+The dataset rows of :mod:`gf2env.train.data` carry the columns these read: ``target`` (payload indices of
 the next term), ``p`` and ``answer_offset`` (the prompt's index offset). Both rewards grade with
 the task's one scorer, :func:`gf2env.text.answers.score_answer`, so training and evaluation agree.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gf2env.rules import Failure
+from gf2env.task.rules import Failure
 from gf2env.text.answers import score_answer
 
 

@@ -1,6 +1,6 @@
 """stable-baselines3 on the native vector env, γ_g measured at every depth while it trains.
 
-    python -m train.sb3 --config configs/sb3-small.yaml [--algo ppo|dqn|a2c] [--output-dir DIR]
+    python -m gf2env.train.sb3 --config configs/sb3-small.yaml [--algo ppo|dqn|a2c] [--output-dir DIR]
                         [--total-timesteps N] [--policy-kwargs '{history: learned}']
     gf2 train sb3 --config ...            (the same)
 
@@ -11,10 +11,10 @@ timesteps, ``eval_seed``), ``checkpoint_every`` (timesteps), ``seed`` and ``outp
 
 Top to bottom: the vector env (:class:`gf2env.integrations.sb3_vec_env.SB3VecEnv`, sub-env ``i``
 seeded ``seed + i``) →
-the algorithm with ``MultiInputPolicy`` or a policy named in :data:`agents.set_policy.SB3_POLICIES`
+the algorithm with ``MultiInputPolicy`` or a policy named in :data:`gf2env.agents.set_policy.SB3_POLICIES`
 (``policy: GF2SetPolicy``, its ``d`` from the env) (TensorBoard logs in ``output_dir/tensorboard``) →
-callbacks (γ_g on the harness's held-out grid through :class:`agents.sb3_agent.SB3Agent`, written
-by :class:`train.gamma_log.GammaLog`; checkpoints) → ``learn`` → ``output_dir/final.zip``, which
+callbacks (γ_g on the harness's held-out grid through :class:`gf2env.agents.sb3_agent.SB3Agent`, written
+by :class:`gf2env.train.gamma_log.GammaLog`; checkpoints) → ``learn`` → ``output_dir/final.zip``, which
 ``gf2 compare`` loads as an agent (``- sb3: {path: .../final.zip, algo: ppo}``).
 
 Every action of GF2Recon is legal (any candidate may be proposed; a wrong one is a wrong step), so
@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.sb3_agent import SB3_ALGOS
+from gf2env.agents.sb3_agent import SB3_ALGOS
+from gf2env.config.settings import TaskSettings, check_keys, dataclass_from_mapping, read_yaml_mapping
 from gf2env.errors import GF2ConfigError
-from gf2env.settings import TaskSettings, check_keys, dataclass_from_mapping, read_yaml_mapping
-from train.config import output_folder
-from train.gamma_log import GammaEvalSpec, GammaLog
+from gf2env.train.config import output_folder
+from gf2env.train.gamma_log import GammaEvalSpec, GammaLog
 
 _KEYS = {"env", "num_envs", "algo", *SB3_ALGOS, "total_timesteps", "gamma", "checkpoint_every", "seed",
          "output_dir", "description"}  # fmt: skip
@@ -119,7 +119,7 @@ def parse_policy_kwargs(text: str) -> dict[str, Any]:
     """``--policy-kwargs``: a YAML mapping of the policy's keyword arguments."""
     import yaml
 
-    from gf2env.settings import load_yaml
+    from gf2env.config.settings import load_yaml
 
     try:
         obj = load_yaml(text)
@@ -134,9 +134,9 @@ def make_gamma_callback(config: SB3Config) -> Any:
     """An SB3 callback that evaluates γ_g at the start, every ``gamma.every`` timesteps and at the end."""
     from stable_baselines3.common.callbacks import BaseCallback
 
-    from agents.harness.evaluate import evaluate
-    from agents.harness.grid import grid_cells
-    from agents.sb3_agent import SB3Agent, SB3Spec
+    from gf2env.agents.harness.evaluate import evaluate
+    from gf2env.agents.harness.grid import grid_cells
+    from gf2env.agents.sb3_agent import SB3Agent, SB3Spec
     from gf2env.report.results import summarize
 
     spec = config.gamma
@@ -182,7 +182,7 @@ def build_model(config: SB3Config) -> Any:
 
     env = SB3VecEnv(config.num_envs, **config.env)
     env.seed(config.seed)
-    from agents.set_policy import resolve_policy
+    from gf2env.agents.set_policy import resolve_policy
 
     hyper = {"policy": "MultiInputPolicy", "device": "cpu", **config.hyper}
     policy = resolve_policy(hyper.pop("policy"), config.algo)

@@ -1,13 +1,13 @@
 """Supervised warm start on teacher completions from estimator A, γ_g measured as it trains.
 
-    python -m train.sft --config configs/train-sft-smoke.yaml [--model-path DIR] [--output-dir DIR]
+    python -m gf2env.train.sft --config configs/train-sft-smoke.yaml [--model-path DIR] [--output-dir DIR]
     gf2 train sft --config ...            (the same)
 
 The teacher is estimator A (prefix and data): for each training record it undoes the known terms on
 every sample, keeps the candidates that explain every residual label, and answers the argmax (a
 uniformly chosen one among ties). Its completion is a one-line trace (how many residual labels are
 1: the samples whose payload contains the next term) and the boxed answer; with
-``sft.tools`` it is instead a fenced Python solver (:data:`train.tool_solvers.DILIGENT_SOLVER`),
+``sft.tools`` it is instead a fenced Python solver (:data:`gf2env.train.tool_solvers.DILIGENT_SOLVER`),
 what a tool-mode reply should look like. Records are prompt ``i`` of the run's seed, as in GRPO;
 the γ_g evaluation uses the held-out ``gamma.eval_seed``. The rest is TRL's ``SFTTrainer`` on
 prompt–completion pairs (loss on the completion only), the config's ``trainer`` mapping being
@@ -21,18 +21,18 @@ from typing import Any
 
 import numpy as np
 
-from agents.estimators import Diligent
-from gf2env.combinatorics import unrank_support
+from gf2env.agents.estimators import Diligent
 from gf2env.errors import GF2ConfigError
-from gf2env.posterior import StepBatch
-from gf2env.records import Record
+from gf2env.records.record import Record
+from gf2env.records.rows import prompt_row
+from gf2env.task.combinatorics import unrank_support
+from gf2env.task.posterior import StepBatch
 from gf2env.text.answers import boxed_answer
-from gf2env.text.rows import prompt_row
-from train.config import TrainConfig, config_from_args, run_parser
-from train.data import TaskSpec
-from train.gamma import GammaCallback
-from train.grpo import cpu_defaults, load_policy
-from train.tool_solvers import DILIGENT_SOLVER
+from gf2env.train.config import TrainConfig, config_from_args, run_parser
+from gf2env.train.data import TaskSpec
+from gf2env.train.gamma import GammaCallback
+from gf2env.train.grpo import cpu_defaults, load_policy
+from gf2env.train.tool_solvers import DILIGENT_SOLVER
 
 
 def residual_positives(record: Record) -> int:

@@ -3,7 +3,7 @@
 No model hub is reachable here, so tests that need a real model (a vLLM or ``transformers serve``
 server, the local transformers backend) build this one (about 1.3 MB) into a temporary folder:
 
-    python -m train.tiny_lm OUTDIR
+    python -m gf2env.train.tiny_lm OUTDIR
 
 The tokenizer is a ``tokenizers`` WordLevel model over ``string.printable`` plus ChatML special
 tokens, split into single characters, wrapped in :class:`transformers.PreTrainedTokenizerFast` with
@@ -101,8 +101,10 @@ def build_tiny_model(path: str | Path, seed: int = 0) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: ``python -m train.tiny_lm OUTDIR [--seed N]``."""
-    parser = argparse.ArgumentParser(prog="python -m train.tiny_lm", description=__doc__.splitlines()[0])
+    """CLI: ``python -m gf2env.train.tiny_lm OUTDIR [--seed N]``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m gf2env.train.tiny_lm", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("outdir", type=Path, help="folder to save the model and tokenizer into")
     parser.add_argument("--seed", type=int, default=0, help="weight-initialisation seed (default 0)")
     args = parser.parse_args(argv)

@@ -4,9 +4,9 @@
 ``reset(**row)`` with the dataset row (its return value is appended to the last user message), and
 exposes the public methods as tools, their docstrings being the tool descriptions:
 
-- :meth:`GF2ToolEnvironment.run_python` runs code in :class:`agents.sandbox.Sandbox` on the step's
+- :meth:`GF2ToolEnvironment.run_python` runs code in :class:`gf2env.agents.sandbox.Sandbox` on the step's
   record (the same public view as tool mode: never the answer) and returns what it printed; the
-  rollout's calls share one workspace (:meth:`agents.sandbox.Sandbox.workspace`), so a module written
+  rollout's calls share one workspace (:meth:`gf2env.agents.sandbox.Sandbox.workspace`), so a module written
   at one call is imported at the next (a tool built once and reused), and the next rollout starts
   empty;
 - :meth:`GF2ToolEnvironment.submit` hands in the answer; the first submission is final (no
@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from agents.llm.tool_mode import run_report
-from agents.sandbox import Sandbox, Workspace, record_view
+from gf2env.agents.llm.tool_mode import run_report
+from gf2env.agents.sandbox import Sandbox, Workspace, record_view
 from gf2env.errors import GF2ConfigError
-from gf2env.oracle import TaskConfig
-from gf2env.records import Record, generate_record
+from gf2env.records.record import Record, generate_record
+from gf2env.task.oracle import TaskConfig
 from gf2env.text.answers import score_answer
 from gf2env.text.prompt import PAPER_PROMPT_ID, Prompt, check_prompt_id, render_prompt
 

@@ -15,18 +15,18 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gf2env.cli import count_arg, int_list, n_arg, name_list, text_arg
+from gf2env.config.flags import count_arg, int_list, n_arg, name_list, text_arg
+from gf2env.config.settings import PER_DEPTH
 from gf2env.errors import GF2ConfigError
-from gf2env.oracle import SAMPLING_MODES
-from gf2env.records import MAX_RECORDS
-from gf2env.settings import PER_DEPTH
+from gf2env.records.record import MAX_RECORDS
+from gf2env.task.oracle import SAMPLING_MODES
 from gf2env.text.prompt import PROMPT_IDS
 
 if TYPE_CHECKING:
-    from agents.harness.compare import CompareConfig
-    from agents.harness.grid import Grid
-    from agents.llm.agent import LLMSpec
-    from agents.sb3_agent import SB3Spec
+    from gf2env.agents.harness.compare import CompareConfig
+    from gf2env.agents.harness.grid import Grid
+    from gf2env.agents.llm.agent import LLMSpec
+    from gf2env.agents.sb3_agent import SB3Spec
 
 GRID_FLAGS = ("p", "d", "K", "sampling", "depths", "trials", "seed", "n", "episodes")
 EPISODES_HELP = (
@@ -71,9 +71,9 @@ def compare_config(
     default_out: Path = Path("results/compare"),
 ) -> CompareConfig:
     """The comparison the grid flags describe, over ``base`` (a config file's) or ``default_grid``."""
-    from agents.harness.compare import CompareConfig
-    from agents.harness.executors import ExecutorSpec
-    from agents.harness.grid import Grid
+    from gf2env.agents.harness.compare import CompareConfig
+    from gf2env.agents.harness.executors import ExecutorSpec
+    from gf2env.agents.harness.grid import Grid
 
     given = {k: getattr(args, k) for k in GRID_FLAGS if getattr(args, k) is not None}
     records = Path(args.records) if args.records else None
@@ -159,7 +159,7 @@ def run_digest(config: CompareConfig) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from agents.harness.compare import default_config, load_config, print_report, run_compare
+    from gf2env.agents.harness.compare import default_config, load_config, print_report, run_compare
 
     if args.config:
         base = load_config(args.config)
@@ -174,8 +174,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def llm_spec(args: argparse.Namespace) -> LLMSpec:
     """The LLM that ``gf2 eval``'s flags describe."""
-    from agents.llm.agent import SERVED_BACKENDS, LLMSpec
-    from agents.llm.queries import SamplingParams
+    from gf2env.agents.llm.agent import SERVED_BACKENDS, LLMSpec
+    from gf2env.agents.llm.queries import SamplingParams
 
     if not args.model:
         raise GF2ConfigError(
@@ -206,7 +206,7 @@ def llm_spec(args: argparse.Namespace) -> LLMSpec:
 
 def preset_agent(agent: str | LLMSpec | SB3Spec, args: argparse.Namespace) -> str | LLMSpec | SB3Spec:
     """A preset's agent with ``gf2 eval``'s ``--base-url`` and ``--model`` put in for a served model's."""
-    from agents.llm.agent import SERVED_BACKENDS, LLMSpec
+    from gf2env.agents.llm.agent import SERVED_BACKENDS, LLMSpec
 
     if not isinstance(agent, LLMSpec) or agent.backend not in SERVED_BACKENDS:
         return agent
@@ -219,9 +219,9 @@ def preset_agent(agent: str | LLMSpec | SB3Spec, args: argparse.Namespace) -> st
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """An LLM (served or local) or estimators on a grid or records file; LLM queries are logged and resume."""
-    from agents.harness.compare import load_config, print_report, run_compare
-    from agents.harness.grid import Grid
-    from agents.llm.agent import LLM_BACKENDS
+    from gf2env.agents.harness.compare import load_config, print_report, run_compare
+    from gf2env.agents.harness.grid import Grid
+    from gf2env.agents.llm.agent import LLM_BACKENDS
 
     if args.config:
         if args.agent:
@@ -253,9 +253,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import numpy as np
     from tqdm import tqdm
 
-    from agents.estimator_policy import EstimatorPolicy
-    from gf2env.env import GF2ReconEnv
-    from gf2env.records import check_seed
+    from gf2env.agents.estimator_policy import EstimatorPolicy
+    from gf2env.envs.env import GF2ReconEnv
+    from gf2env.records.record import check_seed
 
     check_seed(args.seed, "--seed")
     env = gym.make("GF2Recon-v1", p=args.p, d=args.d, n=args.n, K=args.K, sampling=args.sampling)
@@ -286,7 +286,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """``gf2 compare``, ``gf2 eval`` and ``gf2 demo``."""
-    from agents.llm.openai_server import MAX_RESPONSE_BYTES  # a light module: no httpx until a request
+    from gf2env.agents.llm.openai_server import MAX_RESPONSE_BYTES  # a light module: no httpx until a request
 
     cmp = sub.add_parser(
         "compare", help="evaluate agents on a grid or records file; results, summary, figures"

@@ -3,8 +3,8 @@
 A comparison is described by a YAML file (``configs/*.yaml``) or the same keys on the command line::
 
     agents: [A, B, B-exact, C, "D(g//2)", decoder]   # estimator names, and LLMs:
-    #   - llm: {backend: vllm, model: Qwen/Qwen3-8B, base_url: http://127.0.0.1:8000}  (agents.llm.agent)
-    #   - sb3: {path: results/sb3-ppo/final.zip, algo: ppo}                            (agents.sb3_agent)
+    #   - llm: {backend: vllm, model: Qwen/Qwen3-8B, base_url: http://127.0.0.1:8000}   (agents/llm/agent.py)
+    #   - sb3: {path: results/sb3-ppo/final.zip, algo: ppo}                             (agents/sb3_agent.py)
     grid: {p: [12], d: [4], K: [32], sampling: [adversarial],
            depths: [0, 1, 3, 7], trials: 2000, seed: 0, n: g+1}
     # episodes: true in grid: record t at each depth is a step of episode t (n: max depth + 1)
@@ -12,7 +12,7 @@ A comparison is described by a YAML file (``configs/*.yaml``) or the same keys o
     out: results/paper-estimators
     level: 0.95          # Jeffreys interval level
     plots: true
-    executor: local      # or ray: one Ray task per cell × agent (agents.harness.executors)
+    executor: local      # or ray: one Ray task per cell × agent (gf2env.agents.harness.executors)
     address: auto        # ray only: the cluster (auto, HOST:6379, ray://HOST:10001); none: a local Ray
 
 :func:`run_compare` writes ``results.csv`` (one row per agent × record, with what it cost),
@@ -32,14 +32,21 @@ from typing import Any
 
 import yaml
 
-from agents.harness.evaluate import Evaluation, evaluate, make_agents
-from agents.harness.executors import ExecutorSpec
-from agents.harness.grid import Grid, column_cells, grid_cells, lone_settings
-from agents.llm.agent import LLMAgent, LLMSpec
-from agents.llm.query_log import QueryLog
-from agents.sb3_agent import SB3Spec
+from gf2env.agents.harness.evaluate import Evaluation, evaluate, make_agents
+from gf2env.agents.harness.executors import ExecutorSpec
+from gf2env.agents.harness.grid import Grid, column_cells, grid_cells, lone_settings
+from gf2env.agents.llm.agent import LLMAgent, LLMSpec
+from gf2env.agents.llm.query_log import QueryLog
+from gf2env.agents.sb3_agent import SB3Spec
+from gf2env.config.settings import (
+    PER_DEPTH,
+    check_bools,
+    check_keys,
+    dataclass_from_mapping,
+    read_yaml_mapping,
+)
 from gf2env.errors import GF2ConfigError
-from gf2env.record_files import read_record_columns
+from gf2env.records.files import read_record_columns
 from gf2env.report.compute_plot import write_compute_figures
 from gf2env.report.fit import METHODS, EffectivePrefixFit, fit_agents, format_setting, write_fits_csv
 from gf2env.report.plots import write_figures
@@ -50,7 +57,6 @@ from gf2env.report.results import (
     write_results_csv,
     write_summary_csv,
 )
-from gf2env.settings import PER_DEPTH, check_bools, check_keys, dataclass_from_mapping, read_yaml_mapping
 
 _TOP_KEYS = {"agents", "grid", "records", "out", "level", "plots", "fit", "description",
              "executor", "address"}  # fmt: skip
@@ -61,8 +67,8 @@ _GRID_TUPLES = {"depths": int, "p": int, "d": int, "K": int, "sampling": str}
 class CompareConfig:
     """What to compare, on what, and where to write it (exactly one of ``grid`` and ``records``).
 
-    ``agents`` holds estimator names, :class:`~agents.llm.agent.LLMSpec` and
-    :class:`~agents.sb3_agent.SB3Spec` objects.
+    ``agents`` holds estimator names, :class:`~gf2env.agents.llm.agent.LLMSpec` and
+    :class:`~gf2env.agents.sb3_agent.SB3Spec` objects.
     """
 
     agents: tuple[str | LLMSpec | SB3Spec, ...]
@@ -259,7 +265,7 @@ def _run_compare(config: CompareConfig, progress: bool, start: float, log: Query
     notes = lone + [line for a in agents if isinstance(a, LLMAgent) for line in a.report()]
     paper_usage: list[dict[str, Any]] = []
     if any(isinstance(a, LLMAgent) and a.spec.tools for a in agents):
-        from agents.llm.tool_mode import (
+        from gf2env.agents.llm.tool_mode import (
             format_paper_tool_usage,
             format_tool_usage,
             paper_tool_usage,
@@ -278,7 +284,7 @@ def _run_compare(config: CompareConfig, progress: bool, start: float, log: Query
         if usage:
             notes.append("tool use by episode class (gf2env's breakdown):\n" + format_tool_usage(usage))
         if any(isinstance(a, LLMAgent) and a.episodes for a in agents):
-            from agents.llm import reuse
+            from gf2env.agents.llm import reuse
 
             by_depth, built = reuse.reuse_table(lines), reuse.episode_table(lines)
             config.out.mkdir(parents=True, exist_ok=True)
@@ -301,7 +307,7 @@ def _run_compare(config: CompareConfig, progress: bool, start: float, log: Query
     write_summary_csv(summary_csv, summary)
     tool_usage_csv = None
     if paper_usage:
-        from agents.llm.tool_mode import write_paper_tool_usage
+        from gf2env.agents.llm.tool_mode import write_paper_tool_usage
 
         tool_usage_csv = config.out / "tool_usage.csv"
         write_paper_tool_usage(tool_usage_csv, paper_usage)

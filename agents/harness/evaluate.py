@@ -1,8 +1,8 @@
-"""Run agents over the cells of a grid or a records file (:mod:`agents.harness.grid`) and collect rows.
+"""Run agents over the cells of a grid or a records file (:mod:`gf2env.agents.harness.grid`) and collect rows.
 
-:func:`evaluate` feeds each :class:`~gf2env.posterior.StepBatch` to every agent and returns one
+:func:`evaluate` feeds each :class:`~gf2env.task.posterior.StepBatch` to every agent and returns one
 row per agent × record (``gf2env.report.results.RESULT_COLUMNS``, with what the step cost the agent),
-wherever its executor (:mod:`agents.harness.executors`) answers the cells; an agent that asks ahead (an
+wherever its executor (:mod:`gf2env.agents.harness.executors`) answers the cells; an agent that asks ahead (an
 LLM) first gets every cell it supports, so its queries at all depths are in flight together. An
 agent that cannot run at a setting (the exact data-only posterior past its depth limit) is skipped
 there and the skip is reported.
@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from agents.base import Agent, AsksAhead, Cell
-from agents.estimators import make_estimator
-from agents.harness.executors import Executor, LocalExecutor, Skipped
-from agents.llm.agent import LLMAgent, LLMSpec
-from agents.llm.query_log import QueryLog
-from agents.sb3_agent import SB3Spec
+from gf2env.agents.base import Agent, AsksAhead, Cell
+from gf2env.agents.estimators import make_estimator
+from gf2env.agents.harness.executors import Executor, LocalExecutor, Skipped
+from gf2env.agents.llm.agent import LLMAgent, LLMSpec
+from gf2env.agents.llm.query_log import QueryLog
+from gf2env.agents.sb3_agent import SB3Spec
 from gf2env.errors import GF2ConfigError
 
 
@@ -100,13 +100,13 @@ def evaluate(
 
 
 def make_agents(specs: Sequence[str | LLMSpec | SB3Spec], log: QueryLog | None = None) -> list[Agent]:
-    """Agents from estimator names (see :func:`agents.estimators.make_estimator`), LLM specs and SB3
+    """Agents from estimator names (see :func:`gf2env.agents.estimators.make_estimator`), LLM specs and SB3
     checkpoints; no duplicate names. LLM agents share ``log``, the resumable query log (required if
     there are any)."""
     agents: list[Agent] = []
     for spec in specs:
         if isinstance(spec, SB3Spec):
-            from agents.sb3_agent import SB3Agent
+            from gf2env.agents.sb3_agent import SB3Agent
 
             agents.append(SB3Agent(spec))
         elif isinstance(spec, LLMSpec):

@@ -2,12 +2,12 @@
 
 One idea: an agent's answer on a cell is a pure function of ``(agent, cell, seed)``
 (:func:`answer_cell`: its tie-breaking generator is fixed by the seed, the agent and the setting), so
-an executor only decides where that function runs. :func:`agents.harness.evaluate.evaluate` builds
+an executor only decides where that function runs. :func:`gf2env.agents.harness.evaluate.evaluate` builds
 the rows from the answers, in cell order, whichever executor ran them: the rows, the summary and
 the fit are the same bytes either way, but for the measured compute columns (``wall_ms``...).
 
 The Ray executor ships each cell once to the object store and runs one task per cell × agent:
-estimators travel as themselves, SB3 agents as their checkpoint (:class:`~agents.sb3_agent.SB3Spec`
+estimators travel as themselves, SB3 agents as their checkpoint (:class:`~gf2env.agents.sb3_agent.SB3Spec`
 with an absolute path, loaded once per worker process), and agents that ask ahead (LLMs, whose
 work is on their servers and whose query log is this process's file) answer here, in the driver.
 Every node needs this project installed (the same commit, ``pip install -e '.[ray]'``): workers
@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
-from agents.base import Agent, AsksAhead, Cell, Estimate
-from agents.sb3_agent import SB3Agent, SB3Spec
+from gf2env.agents.base import Agent, AsksAhead, Cell, Estimate
+from gf2env.agents.sb3_agent import SB3Agent, SB3Spec
 from gf2env.errors import GF2ConfigError, MissingExtraError
 
 if TYPE_CHECKING:

@@ -14,18 +14,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agents.base import Cell
+from gf2env.agents.base import Cell
+from gf2env.config.settings import TaskSettings, check_depths, check_distinct
 from gf2env.errors import GF2ConfigError
-from gf2env.oracle import SAMPLING_MODES, TaskConfig
-from gf2env.record_columns import (
+from gf2env.records.columns import (
     RecordColumns,
     check_trials,
     columns_from_records,
     generate_columns,
     generate_episode_columns,
 )
-from gf2env.records import Record, check_record_count, check_seed
-from gf2env.settings import TaskSettings, check_depths, check_distinct
+from gf2env.records.record import Record, check_record_count, check_seed
+from gf2env.task.oracle import SAMPLING_MODES, TaskConfig
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Grid:
     first ``g + 1`` matter to a step), or a fixed count larger than every depth.
 
     ``episodes``: record ``trial`` at every depth is a step of episode ``trial`` of ``seed``
-    (:func:`~gf2env.record_columns.generate_episode_columns`), so a trial index means one instance
+    (:func:`~gf2env.records.columns.generate_episode_columns`), so a trial index means one instance
     across the cells; its instances have ``n`` terms, ``max(depths) + 1`` when ``n`` is ``None``.
     """
 
@@ -125,7 +125,7 @@ def grid_cells(grid: Grid) -> Iterator[Cell]:
 
 
 def sampling_of(record: Record) -> str:
-    """The sampling mode of a record, as :meth:`~gf2env.record_columns.RecordColumns.samplings` reads
+    """The sampling mode of a record, as :meth:`~gf2env.records.columns.RecordColumns.samplings` reads
     it (named in its ``exp``, else read off its payloads)."""
     return str(columns_from_records([record])[0].samplings()[0])
 

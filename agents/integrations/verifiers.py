@@ -9,14 +9,14 @@ from here. Needs the ``verifiers`` extra (Python >= 3.11; a virtualenv of its ow
 - :class:`GF2Taskset` (``--env.taskset.p/d/K/sampling/depths/trials/seed/prompt/tools``): task ``i``
   is record ``trial`` at depth ``g`` (depths outermost, then trials), the very record ``gf2
   generate`` and ``gf2 eval`` draw for the same settings and seed (a pure function of
-  ``(seed, g, trial)``), as the prompt row of :func:`gf2env.text.rows.prompt_row`.
+  ``(seed, g, trial)``), as the prompt row of :func:`gf2env.records.rows.prompt_row`.
 - :class:`GF2Task`: its reward ``correct`` is :func:`gf2env.text.answers.score_answer` of the last
   assistant reply (1.0 or 0.0), its metrics the failure classes (one 1.0). verifiers keeps a reply's
   finish reason but not which stop string ended it, so the reply is graded as it came back.
 - :class:`GF2PythonToolset` (with ``tools``): one MCP tool server a rollout (verifiers starts it as
-  ``python -m agents.integrations.verifiers``) with one tool, ``run_python(code)``, which runs the
-  code in :class:`agents.sandbox.Sandbox` on the record's public view (what gf2env's tool mode shows:
-  never the target) under tool mode's limits, and returns :func:`agents.llm.tool_mode.run_report`.
+  ``python -m gf2env.agents.integrations.verifiers``) with one tool, ``run_python(code)``, which runs the
+  code in :class:`gf2env.agents.sandbox.Sandbox` on the record's public view (what gf2env's tool mode shows:
+  never the target) under tool mode's limits, and returns :func:`gf2env.agents.llm.tool_mode.run_report`.
 - :class:`GF2Harness`: verifiers' own ``null`` chat loop (no bash tool; MCP tools when there are
   some), the taskset's default harness.
 
@@ -40,13 +40,13 @@ except ImportError as err:  # pragma: no cover - depends on the environment
         f"pip install -e '.[verifiers]' ({err})."
     ) from None
 
-from agents.llm.tool_mode import answer_form, run_report, tool_protocol
-from agents.sandbox import ISOLATIONS, Sandbox, record_view
-from gf2env.records import Record, generate_record
-from gf2env.settings import TaskSettings, check_depths
+from gf2env.agents.llm.tool_mode import answer_form, run_report, tool_protocol
+from gf2env.agents.sandbox import ISOLATIONS, Sandbox, record_view
+from gf2env.config.settings import TaskSettings, check_depths
+from gf2env.records.record import Record, generate_record
+from gf2env.records.rows import prompt_row
 from gf2env.text.answers import FAILURE_CLASSES, Score, score_answer
 from gf2env.text.prompt import PAPER_PROMPT_ID, check_prompt_id
-from gf2env.text.rows import prompt_row
 
 TASKSET_ID = "gf2-recon"  # the module gf2_recon
 
@@ -86,7 +86,7 @@ class GF2TaskConfig(vf.TaskConfig):
 
 
 class GF2Data(vf.TaskData):
-    """A prompt row (:func:`gf2env.text.rows.prompt_row`) as verifiers task data; ``record`` is the
+    """A prompt row (:func:`gf2env.records.rows.prompt_row`) as verifiers task data; ``record`` is the
     record's JSON, read by the tool server (the model never sees it: it holds the target)."""
 
     target: list[int]
@@ -266,5 +266,6 @@ __all__ = [
     "tool_call_instructions",
 ]
 
-if __name__ == "__main__":  # verifiers serves a rollout's tool: python -m agents.integrations.verifiers
+# verifiers serves a rollout's tool: python -m gf2env.agents.integrations.verifiers
+if __name__ == "__main__":
     GF2PythonToolset.run()

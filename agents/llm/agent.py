@@ -14,9 +14,9 @@ record) and is what a ``gf2 compare`` config lists next to estimator names::
 
 :class:`LLMAgent` (or :class:`VLLMServerPolicy`, the same for OpenAI-compatible servers) has the
 estimators' ``name`` / ``check`` / ``supports`` / ``answer(cell, rng)``, so
-:func:`agents.harness.evaluate.evaluate` runs it on the same cells and writes the same rows. It plans
-a cell's queries (:mod:`agents.llm.planning`), asks its backend those not yet answered in the
-resumable log of :mod:`agents.llm.query_log` (``queries.jsonl`` in the output directory), and
+:func:`gf2env.agents.harness.evaluate.evaluate` runs it on the same cells and writes the same rows. It plans
+a cell's queries (:mod:`gf2env.agents.llm.planning`), asks its backend those not yet answered in the
+resumable log of :mod:`gf2env.agents.llm.query_log` (``queries.jsonl`` in the output directory), and
 appends each answer there as it comes; :class:`RunStats` counts the run. A record's ``gamma`` is the
 fraction of its samples answered correctly; its ``action`` is the first sample's parsed answer
 (``-1`` when that is not a well-formed term). A record none of whose queries succeeded (after
@@ -33,15 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import Cell, Estimate
-from agents.llm.grading import grade
-from agents.llm.openai_server import MAX_RESPONSE_BYTES, OpenAICompatibleBackend
-from agents.llm.planning import plan_queries
-from agents.llm.queries import APIS, Backend, SamplingParams
-from agents.llm.query_log import QueryLog, entry_action, log_entry, mean_compute
+from gf2env.agents.base import Cell, Estimate
+from gf2env.agents.llm.grading import grade
+from gf2env.agents.llm.openai_server import MAX_RESPONSE_BYTES, OpenAICompatibleBackend
+from gf2env.agents.llm.planning import plan_queries
+from gf2env.agents.llm.queries import APIS, Backend, SamplingParams
+from gf2env.agents.llm.query_log import QueryLog, entry_action, log_entry, mean_compute
+from gf2env.config.settings import check_keys, check_scalar_types
 from gf2env.errors import GF2ConfigError, MissingExtraError
 from gf2env.extras import install_command, is_installed
-from gf2env.settings import check_keys, check_scalar_types
 from gf2env.text.prompt import PAPER_PROMPT_ID, check_prompt_id
 
 SERVED_BACKENDS = ("vllm", "openai")  # OpenAI-compatible servers (vllm serve, transformers serve, ...)
@@ -105,11 +105,12 @@ class LLMSpec:
         max_response_bytes: the most bytes of a reply's body read (served backends; 8 MiB): a longer
             reply is a failed attempt, retried, then logged as failed with its size.
         engine_args: keyword arguments of ``vllm.LLM`` (``vllm-offline``), e.g. ``max_model_len``.
-        tools: tool mode (:mod:`agents.llm.tool_mode`): the model's code runs in the sandbox, its output
+        tools: tool mode (:mod:`gf2env.agents.llm.tool_mode`): the model's code runs in the sandbox, its
+        output
             comes back, up to ``max_revisions`` revisions (chat API only).
         max_revisions: revision turns after the first run (the paper's budget: 10).
         tool_protocol: ``gf2env`` (gf2env's instructions, feedback and limits) or ``paper`` (the
-            paper's, :mod:`agents.llm.paper_tools`).
+            paper's, :mod:`gf2env.agents.llm.paper_tools`).
         model_class: the model's class in the paper's tool-usage table (e.g. ``qwen3-instruct``;
             default: the backend's name).
         isolation: the sandbox's isolation, ``"bwrap"``; ``"UNSAFE-rlimits-only"`` is the explicit
@@ -119,7 +120,7 @@ class LLMSpec:
         system: the system message instead of the prompt's (``""``: none, e.g. for a template
             without a system role; in tool mode the tool instructions are then the system message).
         workspace: ``fresh`` (every run of the model's code starts from an empty scratch) or
-            ``episode`` (tool mode on episodes, :mod:`agents.llm.episodes`: each instance is walked
+            ``episode`` (tool mode on episodes, :mod:`gf2env.agents.llm.episodes`: each instance is walked
             through its depths and its code's files persist across the steps; part of a query's key).
     """
 
@@ -185,7 +186,7 @@ class LLMSpec:
                 raise GF2ConfigError(f"{name}={value} is outside [{low}, {high:,}]; pass a count in it.")
         if self.tools and self.api != "chat":
             raise GF2ConfigError("Tool mode is a conversation; it needs api='chat', not 'completions'.")
-        from agents.llm.tool_mode import tool_protocol
+        from gf2env.agents.llm.tool_mode import tool_protocol
 
         tool_protocol(self.tool_protocol)
         if self.tool_wall_s is not None:
@@ -193,7 +194,7 @@ class LLMSpec:
                 raise GF2ConfigError(
                     "tool_wall_s applies to tool mode only; add tools: true (--tools), or drop it."
                 )
-            from agents.sandbox.limits import MAX_WALL_S
+            from gf2env.agents.sandbox.limits import MAX_WALL_S
 
             wall = self.tool_wall_s
             if isinstance(wall, bool) or not (isinstance(wall, (int, float)) and 0 < wall <= MAX_WALL_S):
@@ -201,7 +202,7 @@ class LLMSpec:
                     f"tool_wall_s={wall!r}: give the sandbox's wall clock a run, in seconds > 0 and "
                     f"<= {MAX_WALL_S:g}."
                 )
-        from agents.llm.episodes import WORKSPACE_MODES
+        from gf2env.agents.llm.episodes import WORKSPACE_MODES
 
         if self.workspace not in WORKSPACE_MODES:
             raise GF2ConfigError(f"workspace={self.workspace!r} is not one of {WORKSPACE_MODES}.")
@@ -221,13 +222,13 @@ class LLMSpec:
         """What, besides prompt and sampling, a query's answer depends on (hashed into its key)."""
         if not self.tools:
             return None
-        from agents.llm.tool_mode import tool_protocol
+        from gf2env.agents.llm.tool_mode import tool_protocol
 
         mode = {"tools": tool_protocol(self.tool_protocol).id, "max_revisions": self.max_revisions}
         if self.tool_wall_s is not None:  # only when set: the keys of earlier runs stay valid
             mode["tool_wall_s"] = float(self.tool_wall_s)
         if self.workspace == "episode":
-            from agents.llm.reuse import WORKSPACE_NOTE_ID
+            from gf2env.agents.llm.reuse import WORKSPACE_NOTE_ID
 
             mode["workspace"] = WORKSPACE_NOTE_ID
         return mode
@@ -237,7 +238,7 @@ class LLMSpec:
         """The sandbox limits of a tool-mode run: the tool protocol's, with ``tool_wall_s`` if set."""
         from dataclasses import replace
 
-        from agents.llm.tool_mode import tool_protocol
+        from gf2env.agents.llm.tool_mode import tool_protocol
 
         limits = tool_protocol(self.tool_protocol).limits
         return limits if self.tool_wall_s is None else replace(limits, wall_s=float(self.tool_wall_s))
@@ -286,13 +287,13 @@ class LLMSpec:
                 max_response_bytes=self.max_response_bytes,
             )  # fmt: skip
         if self.backend == "vllm-offline":
-            from agents.llm.vllm_engine import VLLMEngineBackend
+            from gf2env.agents.llm.vllm_engine import VLLMEngineBackend
 
             engine_args = dict(self.engine_args)
             if self.sampling.max_model_len is not None:
                 engine_args.setdefault("max_model_len", self.sampling.max_model_len)
             return VLLMEngineBackend(self.model, **engine_args)
-        from agents.llm.transformers_backend import TransformersBackend
+        from gf2env.agents.llm.transformers_backend import TransformersBackend
 
         return TransformersBackend(self.model)
 
@@ -355,7 +356,7 @@ class LLMAgent:
         self._chained: dict[str, Any] = {}  # episode mode: a query's own key -> its chained Planned
         self.pool = None
         if spec.tools:  # refuse now, before any query, where the sandbox cannot run
-            from agents.sandbox import Sandbox, SandboxPool
+            from gf2env.agents.sandbox import Sandbox, SandboxPool
 
             self.pool = SandboxPool(Sandbox(spec.sandbox_limits, isolation=spec.isolation))
 
@@ -416,7 +417,7 @@ class LLMAgent:
         if not self.episodes:
             self._ask_new([p for cell in cells for p in self._plan(cell)], progress)
             return
-        from agents.llm.episodes import chain_episodes
+        from gf2env.agents.llm.episodes import chain_episodes
 
         chains = chain_episodes([p for cell in cells for p in self._plan_steps(cell)])
         for chain in chains:
@@ -485,8 +486,8 @@ class LLMAgent:
         if self.pool is None:
             asyncio.run(backend.run([p.query for p in todo], params, on_result))
         elif chains:
-            from agents.llm.episodes import run_episodes
-            from agents.llm.tool_mode import tool_protocol
+            from gf2env.agents.llm.episodes import run_episodes
+            from gf2env.agents.llm.tool_mode import tool_protocol
 
             def on_step(episode: Any, fields: dict[str, Any]) -> None:
                 on_result(episode.completion(), {**episode.summary(), **fields})
@@ -496,7 +497,7 @@ class LLMAgent:
                 backend, chains, params, self.pool.sandbox, protocol, self.spec.max_revisions, on_step
             )
         else:
-            from agents.llm.tool_mode import run_tool_episodes, start_episode, tool_protocol
+            from gf2env.agents.llm.tool_mode import run_tool_episodes, start_episode, tool_protocol
 
             protocol, revise = tool_protocol(self.spec.tool_protocol), self.spec.max_revisions > 0
             episodes = [

@@ -3,20 +3,21 @@
 With ``workspace: episode`` (``gf2 eval --tools --workspace episode``, on records that are the steps
 of episodes: ``--episodes``), the queries of one instance (same source, setting, trial and sample)
 form a chain in depth order. Step ``s`` of every chain is asked together (batched on the backend);
-a chain's steps run one after another, each a tool episode of its own (:mod:`agents.llm.tool_mode`:
+a chain's steps run one after another, each a tool episode of its own (:mod:`gf2env.agents.llm.tool_mode`:
 a fresh conversation of at most ``max_revisions + 1`` replies) whose code runs in the chain's
-:class:`~agents.sandbox.Workspace`. The files the code writes stay for the chain's later steps, and
-each step's tool instructions end with what the workspace holds (:func:`agents.llm.reuse.workspace_note`).
+:class:`~gf2env.agents.sandbox.Workspace`. The files the code writes stay for the chain's later steps, and
+each step's tool instructions end with what the workspace holds
+(:func:`gf2env.agents.llm.reuse.workspace_note`).
 The workspace is emptied and its worker given back when the chain ends.
 
 A step's answer depends on the steps before it, so its query key is chained: the SHA-256 of its own
 key (which names ``workspace-v1`` in its mode) and the previous step's chained key. A chain whose
 every step is in the log is skipped on resume; a chain with any step missing (a failed query, a run
 killed mid-episode) is asked again from its first step, since its workspace is gone, and the new
-answers supersede the old ones in the log (:func:`agents.llm.query_log.unique_entries`).
+answers supersede the old ones in the log (:func:`gf2env.agents.llm.query_log.unique_entries`).
 
 Each step's log line adds ``workspace`` (``"episode"``), ``episode_id``, ``episode_step`` and the
-reuse measures of :func:`agents.llm.reuse.step_reuse`.
+reuse measures of :func:`gf2env.agents.llm.reuse.step_reuse`.
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agents.llm.planning import Planned
-from agents.llm.queries import Backend, SamplingParams
-from agents.llm.reuse import step_reuse, workspace_note
-from agents.llm.tool_mode import ToolEpisode, ToolProtocol, run_tool_episodes, start_episode
+from gf2env.agents.llm.planning import Planned
+from gf2env.agents.llm.queries import Backend, SamplingParams
+from gf2env.agents.llm.reuse import step_reuse, workspace_note
+from gf2env.agents.llm.tool_mode import ToolEpisode, ToolProtocol, run_tool_episodes, start_episode
 from gf2env.errors import GF2ConfigError
-from gf2env.records import episode_of
+from gf2env.records.record import episode_of
 
 WORKSPACE_MODES = ("fresh", "episode")
 
@@ -63,7 +64,7 @@ def chain_key(key: str, previous: str) -> str:
 
 def chain_episodes(planned: Sequence[Planned]) -> list[EpisodeChain]:
     """The episodes of ``planned``: its queries grouped by (source, setting, episode, sample), the
-    episode named by each record's ``exp`` (:func:`gf2env.records.episode_of`), each group
+    episode named by each record's ``exp`` (:func:`gf2env.records.record.episode_of`), each group
     in depth order with chained keys and seeds. Refused unless every group is the steps of one
     instance (each record's prefix continues the one before, its target included)."""
     groups: dict[tuple[Any, ...], list[Planned]] = {}

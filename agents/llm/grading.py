@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agents.llm.planning import Planned
-from agents.llm.queries import Completion
+from gf2env.agents.llm.planning import Planned
+from gf2env.agents.llm.queries import Completion
 from gf2env.text.answers import Score, score_answer
 
 

@@ -41,7 +41,7 @@ from datetime import timezone
 from email.utils import parsedate_to_datetime
 from typing import Any, NamedTuple
 
-from agents.llm.queries import MAX_TOKEN_COUNT, Backend, Callback, Completion, Query, SamplingParams
+from gf2env.agents.llm.queries import MAX_TOKEN_COUNT, Backend, Callback, Completion, Query, SamplingParams
 from gf2env.errors import GF2ConfigError
 
 

@@ -14,7 +14,7 @@ What the paper's code does in tool mode, as gf2env's ``--tool-protocol paper``:
 
 Where gf2env does not follow the paper's code: the code never sees the target (the paper's
 ``RECORD`` carries it), and the isolation is gf2env's sandbox (bubblewrap, seccomp, rlimits), with
-the paper's rules (imports, builtins, time) enforced on top (:data:`agents.sandbox.PAPER_LIMITS`).
+the paper's rules (imports, builtins, time) enforced on top (:data:`gf2env.agents.sandbox.PAPER_LIMITS`).
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def first_code_block(text: str) -> str | None:
 
 
 def paper_result(result: Any) -> dict[str, Any]:
-    """A :class:`~agents.sandbox.SandboxResult` in the paper's terms: stdout, stderr, ``returncode``
+    """A :class:`~gf2env.agents.sandbox.SandboxResult` in the paper's terms: stdout, stderr, ``returncode``
     (``None`` when the run was killed), ``elapsed_ms`` (the run's wall clock, sandbox start-up
     included) and ``error`` (``"timeout"`` for the wall-clock or CPU limit, the stop reason for the
     output cap or a kill, ``None`` for a run that exited)."""

@@ -4,7 +4,7 @@ Each query is a (record, prompt id, sampling settings, model, API, sample index,
 message when it is not the prompt's own); its ``key``
 is the SHA-256 of those (the record's instance, depth and samples included), and its sampling seed
 is derived from the key, so a query means the same thing and draws the same way in every run: this
-is what lets :class:`agents.llm.query_log.QueryLog` resume by key, never by position.
+is what lets :class:`gf2env.agents.llm.query_log.QueryLog` resume by key, never by position.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agents.llm.queries import Query, SamplingParams
-from gf2env.records import Record
+from gf2env.agents.llm.queries import Query, SamplingParams
+from gf2env.records.record import Record
 from gf2env.text.prompt import render_prompt
 
 

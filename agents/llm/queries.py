@@ -5,9 +5,9 @@ A backend takes :class:`Query` objects (a rendered prompt, a per-query seed) and
 as it is done, so that a caller can log each result the moment it exists. The backends, one file
 each so that each optional extra stays in its own file:
 
-- :class:`agents.llm.openai_server.OpenAICompatibleBackend`: OpenAI-compatible servers (httpx).
-- :class:`agents.llm.transformers_backend.TransformersBackend`: a local ``transformers`` model.
-- :class:`agents.llm.vllm_engine.VLLMEngineBackend`: an offline ``vllm.LLM`` engine.
+- :class:`gf2env.agents.llm.openai_server.OpenAICompatibleBackend`: OpenAI-compatible servers (httpx).
+- :class:`gf2env.agents.llm.transformers_backend.TransformersBackend`: a local ``transformers`` model.
+- :class:`gf2env.agents.llm.vllm_engine.VLLMEngineBackend`: an offline ``vllm.LLM`` engine.
 """
 
 from __future__ import annotations
@@ -104,7 +104,8 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class Query:
-    """One request: ``key`` identifies it (see :mod:`agents.llm.planning`), ``seed`` fixes its sampling.
+    """One request: ``key`` identifies it (see :mod:`gf2env.agents.llm.planning`), ``seed`` fixes its
+    sampling.
 
     ``messages``, when given, is the whole conversation so far (a multi-turn query, e.g. tool mode);
     otherwise the chat form is the prompt's system + user messages.

@@ -3,7 +3,7 @@
 Results are appended to a JSON Lines log as each completes, one ``os.write`` a line; a run killed
 at any point loses only the queries in flight, and a partial last line (a kill mid-write) is cut off
 when the log is next opened. Resuming skips the keys already answered (``status == "ok"``; a key is
-a query's content hash, :mod:`agents.llm.planning`), never by position; failed queries
+a query's content hash, :mod:`gf2env.agents.llm.planning`), never by position; failed queries
 (``status == "error"``) are asked again. A run holds the log (:meth:`QueryLog.locked`): a second
 run on it is refused; a key logged twice all the same counts once (:func:`unique_entries`).
 
@@ -32,11 +32,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agents.llm.grading import Verdict
-from agents.llm.planning import Planned
-from agents.llm.queries import Backend, Completion, SamplingParams
-from gf2env.combinatorics import rank_support
+from gf2env.agents.llm.grading import Verdict
+from gf2env.agents.llm.planning import Planned
+from gf2env.agents.llm.queries import Backend, Completion, SamplingParams
 from gf2env.errors import GF2ConfigError, RecordFormatError
+from gf2env.task.combinatorics import rank_support
 
 #: Characters of a reply the log keeps (256 Ki): a longer reply is scored whole, then only its last
 #: this many characters are kept (the scorer reads the last answer, so the tail is what matters),
@@ -130,7 +130,7 @@ def log_entry(
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON line of one answered (or failed) query (``extra``: e.g. a tool episode's turns, kept
-    cut like the reply). ``verdict`` is the grader's (:func:`agents.llm.grading.grade`): the log
+    cut like the reply). ``verdict`` is the grader's (:func:`gf2env.agents.llm.grading.grade`): the log
     records it and grades nothing itself."""
     rec = planned.record
     if extra is not None and "turns" in extra:

@@ -1,8 +1,8 @@
 """Tool reuse across the steps of an episode: what the model is told its workspace holds, whether a
 step's code uses what an earlier step left there, and the table that sums it up.
 
-A step of an episode in a persistent workspace (:mod:`agents.llm.episodes`) is measured against what
-the workspace held when the step began (:class:`agents.sandbox.WorkspaceInventory`, read inside the
+A step of an episode in a persistent workspace (:mod:`gf2env.agents.llm.episodes`) is measured against what
+the workspace held when the step began (:class:`gf2env.agents.sandbox.WorkspaceInventory`, read inside the
 sandbox). Every run is a fresh process, so code can only use an earlier step's work through the
 workspace's files: a step **reuses** when its code imports one of the workspace's modules (``import
 tools``, ``from tools import solve``) or names one of its files in a string (``open("notes.json")``,
@@ -32,7 +32,7 @@ NOTE_ITEMS = 24  # files and definitions listed in the note (the rest are counte
 def workspace_note(inventory: Any) -> str:
     """The paragraph added to a step's tool instructions in episode mode: that files persist for the
     episode's later steps, and what the workspace holds now (``inventory``, a
-    :class:`~agents.sandbox.WorkspaceInventory`: its files, and the functions and classes of its
+    :class:`~gf2env.agents.sandbox.WorkspaceInventory`: its files, and the functions and classes of its
     modules)."""
     files, definitions = inventory.files, inventory.definitions
     head = (
@@ -105,7 +105,8 @@ def step_reuse(
     seen: set[str],
 ) -> dict[str, Any]:
     """What one step did with its workspace: ``codes`` are the step's runs in order, ``before`` and
-    ``after`` the workspace's inventories at its start and end (:class:`~agents.sandbox.WorkspaceInventory`),
+    ``after`` the workspace's inventories at its start and end
+    (:class:`~gf2env.agents.sandbox.WorkspaceInventory`),
     ``seen`` the lines earlier steps of the episode ran (updated in place). The keys are those the
     query log records for an episode step."""
     used = sorted({name for code in codes for name in used_from_workspace(code, before.files)})
@@ -157,7 +158,7 @@ def reuse_table(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     95% interval; in episode mode (``None`` otherwise) the share of steps that reused the workspace,
     the share that began with a tool in it (a function or class) and γ over those; and the means a
     step of new code lines, sandbox runs, sandbox ms, prompt and completion tokens and model seconds."""
-    from agents.llm.query_log import entry_compute, unique_entries
+    from gf2env.agents.llm.query_log import entry_compute, unique_entries
     from gf2env.report.results import jeffreys_interval
 
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
@@ -187,7 +188,7 @@ def episode_table(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per agent of episode-mode lines: episodes, those in which a tool (a function or class in the
     workspace) appeared, the mean depth it first appeared at, and γ over the steps before it and
     over the steps after it (the step that built it counts as before; ``None`` where no step)."""
-    from agents.llm.query_log import unique_entries
+    from gf2env.agents.llm.query_log import unique_entries
 
     episodes: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for line in unique_entries(lines):

@@ -3,7 +3,7 @@
 One idea: a tool episode (what the model is told, when a reply runs, when it ends, how it is counted).
 How the model is told things is a :class:`ToolProtocol`: gf2env's own (``--tool-protocol gf2env``,
 below) or the paper's (``--tool-protocol paper``, :class:`PaperToolProtocol` and
-:mod:`agents.llm.paper_tools`: its instructions in the user message, its first-block rule, its
+:mod:`gf2env.agents.llm.paper_tools`: its instructions in the user message, its first-block rule, its
 globals and limits, its feedback; a reply without code ends the episode). Both share the episode's
 budget, its final-answer rule and its counts.
 
@@ -13,8 +13,8 @@ A tool episode for one query under gf2env's protocol (instructions ``tools-v2``)
    globals the sandbox provides with an example of their use, and the answer's form with an
    example that cannot be an answer (:func:`gf2env.text.prompt.answer_placeholder`).
 2. If its reply holds a fenced code block (```python, ```py or a bare ```), the last such block
-   outside any reasoning block, dedented as a whole, runs in :class:`agents.sandbox.Sandbox` on the
-   record's public view (:func:`agents.sandbox.record_view`: the prefix, the samples as ints and bit
+   outside any reasoning block, dedented as a whole, runs in :class:`gf2env.agents.sandbox.Sandbox` on the
+   record's public view (:func:`gf2env.agents.sandbox.record_view`: the prefix, the samples as ints and bit
    strings, n, p, d, g, K and ``answer_offset``; never the answer). Its stdout, stderr and exit
    status go back to the model as the next user turn, and the model may revise, up to
    ``max_revisions`` times (the paper's budget is 10), so an episode has at most
@@ -51,7 +51,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agents.llm.paper_tools import (
+from gf2env.agents.llm.paper_tools import (
     PAPER_TOOL_PROTOCOL_ID,
     STOP_DROPPED_IN_TOOL_TURNS,
     first_code_block,
@@ -59,10 +59,10 @@ from agents.llm.paper_tools import (
     paper_result,
     paper_tool_message,
 )
-from agents.llm.queries import Backend, Completion, Query, SamplingParams
-from agents.llm.query_log import unique_entries
+from gf2env.agents.llm.queries import Backend, Completion, Query, SamplingParams
+from gf2env.agents.llm.query_log import unique_entries
 from gf2env.errors import GF2ConfigError
-from gf2env.rules import Failure
+from gf2env.task.rules import Failure
 from gf2env.text.answers import extract_answer, strip_reasoning
 from gf2env.text.prompt import Prompt, answer_placeholder
 
@@ -200,14 +200,14 @@ class ToolProtocol:
 
     @property
     def limits(self) -> Any:
-        """The sandbox limits of a run (:class:`agents.sandbox.SandboxLimits`)."""
-        from agents.sandbox import DEFAULT_LIMITS
+        """The sandbox limits of a run (:class:`gf2env.agents.sandbox.SandboxLimits`)."""
+        from gf2env.agents.sandbox import DEFAULT_LIMITS
 
         return DEFAULT_LIMITS
 
     def view(self, record: Any, prompt: Prompt) -> dict[str, Any]:
         """What the code sees: the record's public view and the prompt's index offset."""
-        from agents.sandbox import record_view
+        from gf2env.agents.sandbox import record_view
 
         return {**record_view(record), "answer_offset": prompt.answer_offset}
 
@@ -243,10 +243,10 @@ class ToolProtocol:
 
 
 class PaperToolProtocol(ToolProtocol):
-    """The paper's tool protocol (:mod:`agents.llm.paper_tools`): the instructions after the question
+    """The paper's tool protocol (:mod:`gf2env.agents.llm.paper_tools`): the instructions after the question
     in the user message, the first block runs (a fence never closed too), ``RECORD`` and ``PROMPT``
     without the target, the paper's limits, its feedback, and a reply without code is final. The stop
-    strings of :data:`~agents.llm.paper_tools.STOP_DROPPED_IN_TOOL_TURNS` are dropped in its turns."""
+    strings of :data:`~gf2env.agents.llm.paper_tools.STOP_DROPPED_IN_TOOL_TURNS` are dropped in its turns."""
 
     name = "paper"
     id = PAPER_TOOL_PROTOCOL_ID
@@ -254,12 +254,12 @@ class PaperToolProtocol(ToolProtocol):
 
     @property
     def limits(self) -> Any:
-        from agents.sandbox import PAPER_LIMITS
+        from gf2env.agents.sandbox import PAPER_LIMITS
 
         return PAPER_LIMITS
 
     def view(self, record: Any, prompt: Prompt) -> dict[str, Any]:
-        from agents.sandbox import paper_record_view
+        from gf2env.agents.sandbox import paper_record_view
 
         return paper_record_view(record, prompt.text)
 
@@ -454,7 +454,7 @@ def start_episode(
 ) -> ToolEpisode:
     """The first turn of a tool episode under ``protocol`` (default gf2env's); ``revise``: the
     episode allows revisions (``max_revisions > 0``); ``workspace``: where its code runs (an
-    :class:`agents.sandbox.Workspace` kept across the steps of an episode; default: the shared
+    :class:`gf2env.agents.sandbox.Workspace` kept across the steps of an episode; default: the shared
     sandbox); ``note``: a paragraph added to the first message that holds the tool instructions (e.g.
     what the workspace holds)."""
     protocol = protocol or TOOL_PROTOCOLS["gf2env"]
@@ -630,7 +630,7 @@ def run_tool_episodes(
     """Play every episode to its end, all active episodes a turn at a time (batched on the backend).
 
     ``run_code`` runs ``(code, view)`` jobs and returns sandbox results in order (e.g.
-    :meth:`agents.sandbox.SandboxPool.map`); an episode with a ``workspace`` runs its code there.
+    :meth:`gf2env.agents.sandbox.SandboxPool.map`); an episode with a ``workspace`` runs its code there.
     ``on_done`` gets each episode as soon as it ends.
     Each turn of an episode is one reply; see the module docs for when an episode ends.
     """

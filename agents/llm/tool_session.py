@@ -1,22 +1,22 @@
 """Tool turns for ``GF2ReconText-v1``: the model's code runs in the sandbox, in one workspace per episode.
 
-:class:`SandboxTools` is the :class:`gf2env.text.tool_turns.ToolTurns` the text env takes::
+:class:`SandboxTools` is the :class:`gf2env.envs.tool_turns.ToolTurns` the text env takes::
 
     env = gym.make("GF2ReconText-v1", tools=SandboxTools(), p=6, d=3, K=16, n=8, step_mode="reveal")
 
-Each step of an episode is a tool episode of :mod:`agents.llm.tool_mode` (its protocol, its budget of
+Each step of an episode is a tool episode of :mod:`gf2env.agents.llm.tool_mode` (its protocol, its budget of
 ``max_revisions + 1`` replies, its final-answer precedence), driven one reply at a time by the
 env's ``step`` (:meth:`ToolEpisode.take_reply` and :meth:`ToolEpisode.take_result`, the rules the
 batched agent uses). With ``workspace="episode"`` (the default) the episode's code runs in one
-:class:`agents.sandbox.Workspace`: files written at depth g are there at depth g+1, every step's
-tool instructions end with :func:`agents.llm.reuse.workspace_note` (what the workspace holds when
-the step begins), and the step's ``info["reuse"]`` is :func:`agents.llm.reuse.step_reuse`; the
+:class:`gf2env.agents.sandbox.Workspace`: files written at depth g are there at depth g+1, every step's
+tool instructions end with :func:`gf2env.agents.llm.reuse.workspace_note` (what the workspace holds when
+the step begins), and the step's ``info["reuse"]`` is :func:`gf2env.agents.llm.reuse.step_reuse`; the
 workspace is emptied and its worker given back when the env's episode ends, at the next ``reset``
 and at ``env.close()``. With ``workspace="fresh"`` every run starts from an empty scratch and the
 model is told nothing of files.
 
 The env's actions are plain strings, so a reply is never known to be cut off by ``max_tokens``
-(:func:`agents.llm.tool_mode.cut_off` needs the finish reason): a cut-off reply counts as an ordinary
+(:func:`gf2env.agents.llm.tool_mode.cut_off` needs the finish reason): a cut-off reply counts as an ordinary
 one.
 """
 
@@ -25,15 +25,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agents.llm.episodes import WORKSPACE_MODES
-from agents.llm.queries import Completion, Query
-from agents.llm.reuse import step_reuse, workspace_note
-from agents.llm.tool_mode import ToolEpisode, run_jobs, start_episode, tool_protocol
-from agents.sandbox import Sandbox, SandboxResult, Workspace, WorkspaceInventory
+from gf2env.agents.llm.episodes import WORKSPACE_MODES
+from gf2env.agents.llm.queries import Completion, Query
+from gf2env.agents.llm.reuse import step_reuse, workspace_note
+from gf2env.agents.llm.tool_mode import ToolEpisode, run_jobs, start_episode, tool_protocol
+from gf2env.agents.sandbox import Sandbox, SandboxResult, Workspace, WorkspaceInventory
+from gf2env.envs.tool_turns import ToolTurn
 from gf2env.errors import GF2ConfigError, ResetNeededError
-from gf2env.records import Record
+from gf2env.records.record import Record
 from gf2env.text.prompt import Prompt
-from gf2env.text.tool_turns import ToolTurn
 
 
 class SandboxTools:
@@ -95,7 +95,7 @@ class SandboxTools:
 
 
 class SandboxToolSession:
-    """One env episode's tool turns (a :class:`gf2env.text.tool_turns.ToolSession`): a
+    """One env episode's tool turns (a :class:`gf2env.envs.tool_turns.ToolSession`): a
     :class:`ToolEpisode` per step, all in the episode's workspace (``workspace="episode"``)."""
 
     def __init__(self, tools: SandboxTools) -> None:

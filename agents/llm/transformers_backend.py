@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agents.llm.queries import Backend, Callback, Completion, Query, SamplingParams
-from agents.models.catalog import resolve_model
+from gf2env.agents.llm.queries import Backend, Callback, Completion, Query, SamplingParams
+from gf2env.agents.models.catalog import resolve_model
 from gf2env.errors import GF2ConfigError
 
 

@@ -7,8 +7,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from agents.llm.queries import APIS, Backend, Callback, Completion, Query, SamplingParams
-from agents.models.catalog import resolve_model
+from gf2env.agents.llm.queries import APIS, Backend, Callback, Completion, Query, SamplingParams
+from gf2env.agents.models.catalog import resolve_model
 from gf2env.errors import GF2ConfigError
 
 

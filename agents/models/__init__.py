@@ -2,7 +2,7 @@
 index with checksums (:mod:`.fetch`), GGUF to a Hugging Face folder (:mod:`.convert`), and the
 ``gf2 models`` command (:mod:`.commands`)."""
 
-from agents.models.catalog import (
+from gf2env.agents.models.catalog import (
     MODELS,
     ModelError,
     ModelSource,

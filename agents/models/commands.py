@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from agents.models.catalog import MODELS, MODELS_DIR_ENV, is_fetched, model_path, models_dir
+from gf2env.agents.models.catalog import MODELS, MODELS_DIR_ENV, is_fetched, model_path, models_dir
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -19,7 +19,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
-    from agents.models.fetch import fetch_model
+    from gf2env.agents.models.fetch import fetch_model
 
     for name in args.names:
         print(fetch_model(name, root=args.dir, keep_download=args.keep_download))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.metadata
 from pathlib import Path
 
-from agents.models.catalog import ModelError
+from gf2env.agents.models.catalog import ModelError
 
 
 def convert_gguf(gguf: Path, out: Path, chat_template: str = "") -> dict[str, str]:

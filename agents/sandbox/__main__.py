@@ -1,7 +1,8 @@
-"""``python -m agents.sandbox --check``: what isolation this machine supports, and the layers in use."""
+"""``python -m gf2env.agents.sandbox --check``: what isolation this machine supports,
+and the layers in use."""
 
 import sys
 
-from agents.sandbox.check import main
+from gf2env.agents.sandbox.check import main
 
 sys.exit(main())

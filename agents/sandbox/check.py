@@ -1,4 +1,5 @@
-"""The command line ``python -m agents.sandbox``: ``--check`` (what isolation this machine supports, and
+"""The command line ``python -m gf2env.agents.sandbox``: ``--check`` (what isolation this machine supports,
+and
 the layers each mode uses) and ``--run FILE`` (run a file's code on an empty record)."""
 
 from __future__ import annotations
@@ -10,15 +11,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agents.sandbox import sandbox as sandbox_module
-from agents.sandbox.errors import SandboxUnavailableError
-from agents.sandbox.isolation import BWRAP, ISOLATIONS, detect_isolation
-from agents.sandbox.sandbox import Sandbox
+from gf2env.agents.sandbox import sandbox as sandbox_module
+from gf2env.agents.sandbox.errors import SandboxUnavailableError
+from gf2env.agents.sandbox.isolation import BWRAP, ISOLATIONS, detect_isolation
+from gf2env.agents.sandbox.sandbox import Sandbox
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m agents.sandbox", description=sandbox_module.__doc__.splitlines()[0]
+        prog="python -m gf2env.agents.sandbox", description=sandbox_module.__doc__.splitlines()[0]
     )
     parser.add_argument(
         "--check", action="store_true", help="print what this machine supports and the layers"

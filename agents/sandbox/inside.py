@@ -1,4 +1,4 @@
-"""The process-side half of :mod:`agents.sandbox`; standard library only, run as ``python -S -s -B``.
+"""The process-side half of :mod:`gf2env.agents.sandbox`; standard library only, run as ``python -S -s -B``.
 
 One idea: what runs inside the jail (it is copied there as one file, so it cannot be split).
 
@@ -13,7 +13,7 @@ Three commands (each imports only what it needs):
   and seccomp filter and runs the untrusted code with the record's globals (:func:`cmd_serve`);
 * ``probe [seccomp | jail SCRATCH SCRATCH_SPEC]``: report as JSON what this process sees (uid, whether
   seccomp installs and stops ``socket``, ``fork`` and ``execve``, whether the jail's /proc and a
-  scratch can be set up), for :func:`agents.sandbox.detect_isolation`.
+  scratch can be set up), for :func:`gf2env.agents.sandbox.detect_isolation`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ NO_BYTECODE_CACHE = "/proc/gf2-no-bytecode"
 # Where the wrapper of a root host stages what bwrap binds (a tmpfs in its own mount namespace, over the
 # first of these directories that exists), so that the unprivileged uid it becomes can reach them.
 STAGE_POINTS = ("/mnt", "/media", "/srv", "/opt", "/home", "/var")
-# A root host's jail becomes HOST_UID_BASE plus its wrapper's pid (see agents.sandbox.isolation)
+# A root host's jail becomes HOST_UID_BASE plus its wrapper's pid (see gf2env.agents.sandbox.isolation)
 HOST_UID_BASE, WORKER_UID = 2_100_000_000, "worker"
 # /proc inside the jail: host-wide knobs read-only, kernel-information files and directories masked
 # (what container runtimes do). The jail's identity is not host root, so none of these is writable to

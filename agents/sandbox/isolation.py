@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agents.sandbox import inside as harness
-from agents.sandbox.cgroups import cgroup_support
-from agents.sandbox.errors import SandboxConfigError
-from agents.sandbox.limits import SCRATCH_INODES, jail_rlimits
+from gf2env.agents.sandbox import inside as harness
+from gf2env.agents.sandbox.cgroups import cgroup_support
+from gf2env.agents.sandbox.errors import SandboxConfigError
+from gf2env.agents.sandbox.limits import SCRATCH_INODES, jail_rlimits
 
 BWRAP = "bwrap"
 UNSAFE = "UNSAFE-rlimits-only"

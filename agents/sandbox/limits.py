@@ -7,12 +7,12 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from agents.sandbox.errors import SandboxConfigError
+from gf2env.agents.sandbox.errors import SandboxConfigError
 
 # Tasks (processes and threads). A run's count is its jail's own (the jail is a user namespace of its
 # own, where the kernel counts tasks per uid): a thread storm stops at RUN_TASKS, under 1% of a default
 # pid_max of 32768. Host root ignores RLIMIT_NPROC, so a root host gives each jail a host uid of its own
-# (:func:`agents.sandbox.isolation.host_uid`), whose tasks JAIL_TASKS bounds (the run's, the fork
+# (:func:`gf2env.agents.sandbox.isolation.host_uid`), whose tasks JAIL_TASKS bounds (the run's, the fork
 # server, bwrap); a non-root host keeps its own limit there (its other processes count against it too).
 RUN_TASKS = 256
 JAIL_TASKS = 2 * RUN_TASKS
@@ -50,7 +50,7 @@ class SandboxLimits:
     top-level modules the code's own ``import`` statements may name; the modules those import are
     not checked. ``denied_builtins`` are builtins the code does not get (e.g. ``eval``, ``open``).
     Both are rules of a protocol (the paper's: :data:`PAPER_LIMITS`), not isolation layers: the
-    layers of :mod:`agents.sandbox.sandbox` hold whatever the code imports.
+    layers of :mod:`gf2env.agents.sandbox.sandbox` hold whatever the code imports.
     """
 
     wall_s: float = 4.0

@@ -1,46 +1,47 @@
 """Run untrusted, model-written Python against one task record, behind several independent layers.
 
 Each :meth:`Sandbox.run` runs the code in a fresh process forked for it alone by a warm worker
-(:mod:`~agents.sandbox.workers`: a fork server that imported numpy once, inside the jail), with an
+(:mod:`~gf2env.agents.sandbox.workers`: a fork server that imported numpy once, inside the jail), with an
 empty scratch:
 
-1. ``process-group`` (:mod:`~agents.sandbox.workers`): the run's process cannot fork, so it is the
+1. ``process-group`` (:mod:`~gf2env.agents.sandbox.workers`): the run's process cannot fork, so it is the
    whole of the run; it is SIGKILLed at its end (with every thread it started), and a worker the
    host has to stop from outside is killed as a tree (under bwrap its pid namespace dies with it);
-2. ``bwrap-namespaces``, ``read-only-fs``, ``no-network`` (:mod:`~agents.sandbox.isolation`):
+2. ``bwrap-namespaces``, ``read-only-fs``, ``no-network`` (:mod:`~gf2env.agents.sandbox.isolation`):
    bubblewrap with every namespace unshared, uid 65534, no capabilities for runs, a read-only root
    holding only ``/usr``, the Python installation and numpy's site-packages; the fork server is the
    jail's pid 1 and not dumpable (no run can read or write its memory or descriptors);
-3. ``own-host-uid`` (:func:`~agents.sandbox.isolation.host_uid`, a root host only): the jail's uid
+3. ``own-host-uid`` (:func:`~gf2env.agents.sandbox.isolation.host_uid`, a root host only): the jail's uid
    is an unprivileged host uid of its own, never host root, so nothing in it can write a host-wide
    kernel setting, and the kernel counts its tasks (``RLIMIT_NPROC``) where root's are not;
-4. ``proc-read-only`` and ``fresh-scratch`` (:mod:`~agents.sandbox.inside`): /proc's host-wide parts
+4. ``proc-read-only`` and ``fresh-scratch`` (:mod:`~gf2env.agents.sandbox.inside`): /proc's host-wide parts
    (``/proc/sys``, ``/proc/sysrq-trigger``, ...) read-only and its kernel-information files masked;
    every run (every workspace episode) gets a new tmpfs at ``/scratch`` (the working directory;
    ``/tmp`` links to it), of ``scratch_mb`` and at most SCRATCH_INODES files, so nothing of one run,
    not even the directory's extended attributes, times or inode numbers, reaches the next;
-5. ``clearenv`` (:mod:`~agents.sandbox.isolation`): none of the host's environment reaches the
+5. ``clearenv`` (:mod:`~gf2env.agents.sandbox.isolation`): none of the host's environment reaches the
    sandbox (not even bwrap's own, which a sandboxed process could read from ``/proc/1/environ``);
-6. ``rlimits`` (:mod:`~agents.sandbox.limits`, set in :mod:`~agents.sandbox.inside`): CPU seconds,
+6. ``rlimits`` (:mod:`~gf2env.agents.sandbox.limits`, set in :mod:`~gf2env.agents.sandbox.inside`): CPU
+seconds,
    address space (the memory budget less the worker and the scratch), file size, open files, tasks,
    queued signals, no core dumps and no locked memory, set in the run's process before the code runs;
-7. ``seccomp`` (:mod:`~agents.sandbox.inside`): a classic-BPF filter (x86_64) installed in the run's
+7. ``seccomp`` (:mod:`~gf2env.agents.sandbox.inside`): a classic-BPF filter (x86_64) installed in the run's
    process before the code runs: no sockets, no new processes or programs (threads still work), no
    signals, rlimits or priorities aimed at other processes, no ptrace, mounts, namespaces, keyrings,
    bpf, modules, io_uring, AIO, inotify, System V or POSIX IPC, memory files, ``PR_SET_DUMPABLE``;
-8. ``timeout``, ``output-cap`` and ``memory-watch`` (:mod:`~agents.sandbox.workers`): the worker
+8. ``timeout``, ``output-cap`` and ``memory-watch`` (:mod:`~gf2env.agents.sandbox.workers`): the worker
    kills the run after ``wall_s``; the host has it killed once stdout or stderr passes
    ``output_bytes`` or the whole tree's resident memory passes ``memory_mb``, and kills the whole
    worker if it does not report within BACKSTOP_S of the wall clock;
-9. ``memory-cgroup-v2`` or ``memory-cgroup-v1`` (:mod:`~agents.sandbox.cgroups`, where this machine
+9. ``memory-cgroup-v2`` or ``memory-cgroup-v1`` (:mod:`~gf2env.agents.sandbox.cgroups`, where this machine
    lets the host make one): the worker's whole tree in a memory cgroup of ``memory_mb``, no swap.
 
-The code sees ``record`` (:func:`~agents.sandbox.view.record_view`, never the target) and the
+The code sees ``record`` (:func:`~gf2env.agents.sandbox.view.record_view`, never the target) and the
 shortcuts ``n, p, d, g, K, prefix, samples``; what it prints is returned as text, to be parsed and
 graded by the caller. This module holds :class:`Sandbox`, which composes the layers, and
 :class:`SandboxPool`.
 
-    python -m agents.sandbox --check        # what this machine supports, and the active layers
+    python -m gf2env.agents.sandbox --check        # what this machine supports, and the active layers
 """
 
 from __future__ import annotations
@@ -53,13 +54,13 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from agents.sandbox.errors import SandboxConfigError, SandboxUnavailableError
-from agents.sandbox.isolation import BWRAP, ISOLATIONS, UNSAFE, detect_isolation, host_uid
-from agents.sandbox.limits import DEFAULT_LIMITS, SandboxLimits, SandboxResult
-from agents.sandbox.view import check_view, record_view
-from agents.sandbox.workers import ATTEMPTS, Jail, Worker, WorkerGoneError
-from agents.sandbox.workspace import Workspace
-from gf2env.records import Record
+from gf2env.agents.sandbox.errors import SandboxConfigError, SandboxUnavailableError
+from gf2env.agents.sandbox.isolation import BWRAP, ISOLATIONS, UNSAFE, detect_isolation, host_uid
+from gf2env.agents.sandbox.limits import DEFAULT_LIMITS, SandboxLimits, SandboxResult
+from gf2env.agents.sandbox.view import check_view, record_view
+from gf2env.agents.sandbox.workers import ATTEMPTS, Jail, Worker, WorkerGoneError
+from gf2env.agents.sandbox.workspace import Workspace
+from gf2env.records.record import Record
 
 _unsafe_warned = False
 _warn_lock = threading.Lock()

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from agents.sandbox.errors import SandboxConfigError
-from gf2env.records import Record
+from gf2env.agents.sandbox.errors import SandboxConfigError
+from gf2env.records.record import Record
 
 VIEW_KEYS = ("n", "p", "d", "g", "K", "prefix", "samples")
 PAPER_VIEW_KEYS = ("RECORD", "PROMPT")
@@ -26,8 +26,8 @@ def record_view(record: Record) -> dict[str, Any]:
     """What the sandboxed code may see of ``record``: everything but the target (the answer)."""
     if not isinstance(record, Record):
         raise SandboxConfigError(
-            f"record_view needs a gf2env.records.Record, got {type(record).__name__}; "
-            "load records with gf2env.records.read_records or Record.from_json."
+            f"record_view needs a gf2env.records.record.Record, got {type(record).__name__}; "
+            "load records with gf2env.records.record.read_records or Record.from_json."
         )
     bits = np.concatenate([record.address, record.payload], axis=1).astype(np.uint8)
     chars = bits + np.uint8(ord("0"))

@@ -26,10 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from agents.sandbox import inside as harness
-from agents.sandbox.cgroups import MemoryCgroup
-from agents.sandbox.errors import SandboxConfigError, SandboxUnavailableError
-from agents.sandbox.isolation import (
+from gf2env.agents.sandbox import inside as harness
+from gf2env.agents.sandbox.cgroups import MemoryCgroup
+from gf2env.agents.sandbox.errors import SandboxConfigError, SandboxUnavailableError
+from gf2env.agents.sandbox.isolation import (
     BWRAP,
     HARNESS_PATH,
     HOST_ENV,
@@ -41,8 +41,8 @@ from agents.sandbox.isolation import (
     numpy_site,
     scratch_spec,
 )
-from agents.sandbox.limits import STOP_REASONS, SandboxLimits, SandboxResult
-from agents.sandbox.supervise import Streams, kill_tree, resident_mb, tree_pids, tree_resident_mb
+from gf2env.agents.sandbox.limits import STOP_REASONS, SandboxLimits, SandboxResult
+from gf2env.agents.sandbox.supervise import Streams, kill_tree, resident_mb, tree_pids, tree_resident_mb
 
 START_S = 30.0  # how long a worker may take to say it is ready
 BACKSTOP_S = 0.5  # beyond the wall clock: the worker did not report, so the host kills it (a run

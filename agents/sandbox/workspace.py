@@ -1,7 +1,7 @@
 """A workspace: one episode's runs on one warm worker whose scratch persists from run to run, so that
 code can build a tool (a file, a module) at one step and import or call it at a later one.
 
-Every run is still a fresh, limited process behind every layer of :mod:`agents.sandbox.sandbox`; only
+Every run is still a fresh, limited process behind every layer of :mod:`gf2env.agents.sandbox.sandbox`; only
 the scratch carries over (``/scratch`` is also first on ``sys.path``, so ``import tools`` finds
 ``/scratch/tools.py``). When the workspace closes, the scratch is emptied and the worker goes back
 to the Sandbox (or is replaced where that fails), so nothing reaches the next episode.
@@ -13,17 +13,17 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agents.sandbox.errors import SandboxConfigError, SandboxUnavailableError
-from agents.sandbox.limits import SandboxLimits, SandboxResult
-from agents.sandbox.view import record_view
-from agents.sandbox.workers import ATTEMPTS, Worker, WorkerGoneError
+from gf2env.agents.sandbox.errors import SandboxConfigError, SandboxUnavailableError
+from gf2env.agents.sandbox.limits import SandboxLimits, SandboxResult
+from gf2env.agents.sandbox.view import record_view
+from gf2env.agents.sandbox.workers import ATTEMPTS, Worker, WorkerGoneError
 
 if TYPE_CHECKING:
-    from gf2env.records import Record
+    from gf2env.records.record import Record
 
 
 class WorkerSource(Protocol):
-    """What a workspace needs of its :class:`~agents.sandbox.Sandbox`: its limits, a run's checked
+    """What a workspace needs of its :class:`~gf2env.agents.sandbox.Sandbox`: its limits, a run's checked
     inputs, and a worker to hold for the episode and give back."""
 
     limits: SandboxLimits

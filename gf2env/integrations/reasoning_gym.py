@@ -11,11 +11,11 @@ module is imported (it has no entry points or plugin discovery), so importing th
     data = reasoning_gym.create_dataset("gf2_recon", size=100, seed=0, p=12, depths=[0, 1, 3, 7])
 
 Item ``i`` is a pure function of ``(seed, i)``: its depth ``g`` is
-:func:`gf2env.records.mixed_depth` ``(seed, i, depths)`` and its record is
-:func:`gf2env.records.generate_record` ``(config, g, i, seed)`` with ``n`` terms (``g + 1`` by
+:func:`gf2env.records.record.mixed_depth` ``(seed, i, depths)`` and its record is
+:func:`gf2env.records.record.generate_record` ``(config, g, i, seed)`` with ``n`` terms (``g + 1`` by
 default): the record ``gf2 generate`` writes for depth ``g``, trial ``i`` (with the default ``n``,
-also prompt ``i`` of the training stream, :func:`train.data.prompt_stream`, with that seed).
-The item is that record's :func:`gf2env.text.rows.prompt_row`: ``question`` is the user message
+also prompt ``i`` of the training stream, :func:`gf2env.train.data.prompt_stream`, with that seed).
+The item is that record's :func:`gf2env.records.rows.prompt_row`: ``question`` is the user message
 (a reasoning-gym item is one string; the prompt's system message, if any, is in
 ``metadata["system_prompt"]``), ``answer`` the correct ``\\boxed{[...]}`` in the prompt's
 numbering, and ``score_answer`` is :func:`gf2env.text.answers.score_answer`: 1.0 for the exact next
@@ -28,12 +28,12 @@ import operator
 from dataclasses import dataclass
 from typing import Any
 
+from gf2env.config.settings import PER_DEPTH, TaskSettings, check_depths
 from gf2env.errors import GF2ConfigError, MissingExtraError
-from gf2env.records import generate_record, mixed_depth
-from gf2env.settings import PER_DEPTH, TaskSettings, check_depths
+from gf2env.records.record import generate_record, mixed_depth
+from gf2env.records.rows import prompt_row
 from gf2env.text.answers import boxed_answer, score_answer
 from gf2env.text.prompt import COMPACT_V2_PROMPT_ID, check_prompt_id
-from gf2env.text.rows import prompt_row
 
 try:
     from reasoning_gym.coaching import BaseCurriculum, ScalarAttributeDefinition
@@ -68,7 +68,8 @@ class GF2ReconConfig:
 
     def validate(self) -> None:
         """Raise :class:`~gf2env.errors.GF2ConfigError` naming the bad value and the fix (the task's
-        checks are :class:`~gf2env.settings.TaskSettings`', the depths' :func:`~gf2env.settings.check_depths`,
+        checks are :class:`~gf2env.config.settings.TaskSettings`', the depths'
+        :func:`~gf2env.config.settings.check_depths`,
         the prompt's :func:`~gf2env.text.prompt.check_prompt_id`)."""
         settings = self.settings()
         if self.n != PER_DEPTH:

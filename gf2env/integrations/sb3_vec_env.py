@@ -2,7 +2,7 @@
 
 SB3's ``VecEnv`` resets a finished sub-env within the same step and hands back its final
 observation as ``info["terminal_observation"]``; :class:`SB3VecEnv` does exactly that on top of
-:class:`~gf2env.vector.GF2ReconVectorEnv` (whose own autoreset is Gymnasium's NEXT_STEP). Needs the
+:class:`~gf2env.envs.vector.GF2ReconVectorEnv` (whose own autoreset is Gymnasium's NEXT_STEP). Needs the
 ``sb3`` extra.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices
 
-from gf2env.vector import GF2ReconVectorEnv
+from gf2env.envs.vector import GF2ReconVectorEnv
 
 
 class SB3VecEnv(VecEnv):

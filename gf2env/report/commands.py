@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gf2env.cli import count_arg
+from gf2env.config.flags import count_arg
 from gf2env.errors import GF2ConfigError
-from gf2env.records import MAX_RECORDS
+from gf2env.records.record import MAX_RECORDS
 from gf2env.report.schema import COMPUTE_MEASURES, check_output_file, check_table_file
 
 

@@ -19,10 +19,10 @@ import numpy as np
 from tqdm import tqdm
 
 from gf2env.errors import GF2ConfigError
-from gf2env.oracle import TaskConfig
-from gf2env.posterior import StepBatch, composite_log_likelihood, known_terms, normalise
-from gf2env.record_columns import generate_columns
+from gf2env.records.columns import generate_columns
 from gf2env.report.schema import D_CURVE, read_csv_text
+from gf2env.task.oracle import TaskConfig
+from gf2env.task.posterior import StepBatch, composite_log_likelihood, known_terms, normalise
 
 CURVE_ABOUT = ("sampling", "p", "d", "K", "trials", "seed")
 """The columns of a D curve CSV beyond ``g, k, gamma`` that say what it was simulated on."""

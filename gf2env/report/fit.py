@@ -36,10 +36,10 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from gf2env.errors import GF2ConfigError, RecordFormatError
-from gf2env.oracle import TaskConfig
 from gf2env.report.d_curve import DCurve, as_float, readonly, simulate_d_curve
 from gf2env.report.depth_counts import DepthCounts
 from gf2env.report.schema import FITS, read_table
+from gf2env.task.oracle import TaskConfig
 
 Model = Literal["proportional", "constant"]
 MODELS: tuple[Model, ...] = ("proportional", "constant")

@@ -10,7 +10,7 @@ table           written by                             one row is
 ``FITS``        :func:`~gf2env.report.fit.write_fits_csv`         an effective-prefix fit
 =============== ====================================== =============================================
 
-The training loops' ``gamma.csv`` is ``SUMMARY`` with a few run columns around it (``train.gamma``).
+The training loops' ``gamma.csv`` is ``SUMMARY`` with a few run columns around it (``gf2env.train.gamma``).
 """
 
 from __future__ import annotations

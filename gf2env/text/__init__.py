@@ -1,1 +1,1 @@
-"""How a step is put into words: the prompts, the one scorer of answers, and the text environment."""
+"""How a step is put into words: the prompts and the one scorer of answers."""

@@ -34,7 +34,7 @@ variable name is read as its index: ``x_33``, ``x33``, ``x_{33}`` and the compac
 are 33, 33, 33 and 3. Anything else that is not an integer (``1.5``, ``a``) is ``not_integer``.
 Indices are in the prompt's numbering; :func:`score_answer` subtracts the prompt's answer offset
 ``n`` and grades the list with :func:`validate_answer`, which checks it with the env's validator
-:func:`gf2env.rules.read_support` and compares it with the next term.
+:func:`gf2env.task.rules.read_support` and compares it with the next term.
 
 A stop string ends a completion and is not part of its text (the paper stops at ``]}``, so a
 server returns ``\\boxed{[13, 14, 16`` cut open). When the server reports which stop string ended
@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gf2env.rules import Failure, read_support
+from gf2env.task.rules import Failure, read_support
 
 Mode = Literal["strict", "lenient"]
 
@@ -91,7 +91,7 @@ def validate_answer(
     ``candidate`` is a sequence of indices or the text of an answer list such as ``"[4, 5, 7]"``.
     ``offset`` is subtracted from every index first: pass ``offset=n`` for answers written as
     variable indices ``x_n .. x_{n+p-1}`` (the prompt's numbering). A candidate is well-formed when
-    :func:`gf2env.rules.read_support` accepts it (``d - 1 = len(target)`` distinct integer indices
+    :func:`gf2env.task.rules.read_support` accepts it (``d - 1 = len(target)`` distinct integer indices
     in range, the env's rule and order of checks); it is correct when it equals ``target`` as a set.
     """
     if candidate is None:

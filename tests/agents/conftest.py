@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gf2env.records import Record
+from gf2env.records.record import Record
 from tests.agents.sandbox_judge import Context, corpus_record, host_context
 
 

@@ -36,10 +36,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.sandbox import UNSAFE, Sandbox, SandboxLimits, SandboxResult, detect_isolation
-from agents.sandbox import inside as harness
-from gf2env.oracle import TaskConfig
-from gf2env.records import Record, generate_record
+from gf2env.agents.sandbox import UNSAFE, Sandbox, SandboxLimits, SandboxResult, detect_isolation
+from gf2env.agents.sandbox import inside as harness
+from gf2env.records.record import Record, generate_record
+from gf2env.task.oracle import TaskConfig
 from tests.agents.host_state import in_jail, read_ids, restore_sysctls, sysctl_snapshot
 from tests.paths import REPO
 

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from agents.llm.agent import LLMSpec
+from gf2env.agents.llm.agent import LLMSpec
 from gf2env.errors import GF2ConfigError
 from tests.paths import REPO
 

@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.harness.compare import CompareConfig, load_config, run_compare
-from agents.harness.evaluate import evaluate, make_agents
-from agents.harness.grid import Grid, grid_cells, record_cells
+from gf2env.agents.harness.compare import CompareConfig, load_config, run_compare
+from gf2env.agents.harness.evaluate import evaluate, make_agents
+from gf2env.agents.harness.grid import Grid, grid_cells, record_cells
 from gf2env.errors import GF2ConfigError
-from gf2env.oracle import TaskConfig
-from gf2env.record_files import read_records
+from gf2env.records.files import read_records
 from gf2env.report.d_curve import simulate_d_curve
 from gf2env.report.results import read_results_csv, read_summary_csv
+from gf2env.task.oracle import TaskConfig
 from tests.measured import unmeasured
 from tests.paths import REFERENCE as REFERENCE_DIR
 from tests.paths import REPO as ROOT
@@ -217,17 +217,17 @@ def test_compare_on_the_papers_reference_file(tmp_path):
 
 
 def test_the_embedded_default_is_the_paper_estimators_preset():
-    from agents.harness.compare import default_config
+    from gf2env.agents.harness.compare import default_config
 
     assert default_config() == load_config(ROOT / "configs" / "paper-estimators.yaml")
 
 
 def test_d_curve_is_estimator_d_on_the_same_records():
     """The D curve (gf2env.report.d_curve) computes estimator D's γ itself: it must equal agents' D."""
-    from agents.estimators import KnownTerms, Partial
-    from gf2env.posterior import StepBatch
-    from gf2env.records import generate_record
+    from gf2env.agents.estimators import KnownTerms, Partial
+    from gf2env.records.record import generate_record
     from gf2env.report.d_curve import d_gamma
+    from gf2env.task.posterior import StepBatch
 
     config = TaskConfig(p=8, d=3, K=16, n=4)
     batch = StepBatch.from_records([generate_record(config, 3, t, 5) for t in range(40)])
@@ -237,7 +237,7 @@ def test_d_curve_is_estimator_d_on_the_same_records():
 
 
 def _small_records(path: Path, p: int = 6, trials: int = 5) -> list:
-    from gf2env.records import generate_record, write_records
+    from gf2env.records.record import generate_record, write_records
 
     config = TaskConfig(p=p, d=3, n=4, K=12)
     records = [generate_record(config, g, t, 0) for g in (0, 2) for t in range(trials)]
@@ -300,7 +300,7 @@ def test_a_lone_record_of_another_setting_is_named(tmp_path):
     # setting resting on one trial: the run says so (and an edited p breaks its labels: refused).
     import json
 
-    from gf2env.records import generate_record, write_records
+    from gf2env.records.record import generate_record, write_records
 
     records = _small_records(tmp_path / "recs.json")
     lone = generate_record(TaskConfig(p=7, d=3, n=4, K=12), 2, 0, 0)

@@ -18,12 +18,12 @@ import pytest
 
 pytest.importorskip("httpx")
 
-from agents.base import Cell  # noqa: E402
-from agents.harness.evaluate import evaluate  # noqa: E402
-from agents.llm.agent import LLMAgent, LLMSpec  # noqa: E402
-from agents.llm.episodes import chain_episodes, run_episodes  # noqa: E402
-from agents.llm.query_log import QueryLog  # noqa: E402
-from agents.llm.reuse import (  # noqa: E402
+from gf2env.agents.base import Cell  # noqa: E402
+from gf2env.agents.harness.evaluate import evaluate  # noqa: E402
+from gf2env.agents.llm.agent import LLMAgent, LLMSpec  # noqa: E402
+from gf2env.agents.llm.episodes import chain_episodes, run_episodes  # noqa: E402
+from gf2env.agents.llm.query_log import QueryLog  # noqa: E402
+from gf2env.agents.llm.reuse import (  # noqa: E402
     code_lines,
     episode_table,
     reuse_table,
@@ -31,13 +31,13 @@ from agents.llm.reuse import (  # noqa: E402
     used_from_workspace,
     workspace_note,
 )
-from agents.llm.tool_mode import tool_protocol  # noqa: E402
-from agents.sandbox import Sandbox, WorkspaceInventory, detect_isolation  # noqa: E402
+from gf2env.agents.llm.tool_mode import tool_protocol  # noqa: E402
+from gf2env.agents.sandbox import Sandbox, WorkspaceInventory, detect_isolation  # noqa: E402
 from gf2env.errors import GF2ConfigError  # noqa: E402
-from gf2env.oracle import TaskConfig  # noqa: E402
-from gf2env.record_columns import columns_from_records, generate_episode  # noqa: E402
-from gf2env.records import Record, generate_record  # noqa: E402
+from gf2env.records.columns import columns_from_records, generate_episode  # noqa: E402
+from gf2env.records.record import Record, generate_record  # noqa: E402
 from gf2env.report.results import read_results_csv  # noqa: E402
+from gf2env.task.oracle import TaskConfig  # noqa: E402
 
 needs_bwrap = pytest.mark.skipif(
     not detect_isolation().get("bwrap"), reason="bubblewrap cannot run here (apt-get install -y bubblewrap)"
@@ -182,7 +182,7 @@ def test_no_episode_sees_another_episodes_files(server, tmp_path):
     )  # fmt: skip
     sandbox = Sandbox(workers=1)
     seen: list[dict] = []
-    from agents.llm.openai_server import OpenAICompatibleBackend
+    from gf2env.agents.llm.openai_server import OpenAICompatibleBackend
 
     backend = OpenAICompatibleBackend((f"{server.url}/tool-builder",), "builder", 4, 30.0, 0)
     protocol = tool_protocol("gf2env")

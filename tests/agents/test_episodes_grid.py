@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from agents.harness.commands import compare_config
-from agents.harness.compare import load_config
-from agents.harness.grid import Grid, column_cells, grid_cells
+from gf2env.agents.harness.commands import compare_config
+from gf2env.agents.harness.compare import load_config
+from gf2env.agents.harness.grid import Grid, column_cells, grid_cells
 from gf2env.cli import build_parser
 from gf2env.errors import GF2ConfigError
-from gf2env.oracle import TaskConfig
-from gf2env.record_columns import generate_columns, generate_episode
-from gf2env.record_files import read_record_columns
-from gf2env.records import episode_of, group_episodes
+from gf2env.records.columns import generate_columns, generate_episode
+from gf2env.records.files import read_record_columns
+from gf2env.records.record import episode_of, group_episodes
 from gf2env.report.results import read_results_csv
+from gf2env.task.oracle import TaskConfig
 
 
 def gf2(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

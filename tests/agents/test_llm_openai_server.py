@@ -12,9 +12,9 @@ from email.utils import formatdate
 
 import pytest
 
-from agents.llm.openai_server import OpenAICompatibleBackend, request_body, retry_after_seconds
-from agents.llm.queries import Completion, Query, SamplingParams
-from gf2env.rules import Failure
+from gf2env.agents.llm.openai_server import OpenAICompatibleBackend, request_body, retry_after_seconds
+from gf2env.agents.llm.queries import Completion, Query, SamplingParams
+from gf2env.task.rules import Failure
 from gf2env.text.answers import score_answer
 from gf2env.text.prompt import Prompt
 
@@ -222,7 +222,7 @@ def test_absurd_token_counts_and_a_body_nested_too_deeply_are_bad_responses_nami
 
 
 def test_a_count_at_the_limits_is_taken():
-    from agents.llm.openai_server import MAX_TOKEN_COUNT, parse_response
+    from gf2env.agents.llm.openai_server import MAX_TOKEN_COUNT, parse_response
 
     body = {"choices": [{"message": {"content": "x"}}], "usage": {"prompt_tokens": MAX_TOKEN_COUNT,
                                                                   "completion_tokens": 32}}  # fmt: skip

@@ -16,12 +16,12 @@ import pytest
 pytest.importorskip("httpx")
 
 
-from agents.llm.planning import plan_queries, query_key  # noqa: E402
-from agents.llm.queries import SamplingParams  # noqa: E402
-from agents.llm.query_log import QueryLog, log_rows  # noqa: E402
-from gf2env.oracle import TaskConfig  # noqa: E402
-from gf2env.records import generate_record  # noqa: E402
+from gf2env.agents.llm.planning import plan_queries, query_key  # noqa: E402
+from gf2env.agents.llm.queries import SamplingParams  # noqa: E402
+from gf2env.agents.llm.query_log import QueryLog, log_rows  # noqa: E402
+from gf2env.records.record import generate_record  # noqa: E402
 from gf2env.report.results import read_results_csv  # noqa: E402
+from gf2env.task.oracle import TaskConfig  # noqa: E402
 
 GRID = ["--depths", "0,1,2,3", "--trials", "10", "--p", "6", "--d", "3", "--K", "4"]  # 40 queries
 
@@ -111,12 +111,12 @@ def test_a_hostile_body_is_a_retried_failure_of_its_query_not_of_the_run(server,
 
 
 def test_a_huge_reply_is_scored_whole_and_kept_to_its_tail_with_the_cut_said():
-    from agents.llm.grading import grade
-    from agents.llm.queries import Backend, Completion
-    from agents.llm.query_log import RESPONSE_KEEP_CHARS
+    from gf2env.agents.llm.grading import grade
+    from gf2env.agents.llm.queries import Backend, Completion
+    from gf2env.agents.llm.query_log import RESPONSE_KEEP_CHARS
 
     def log_entry(planned, completion, params, backend, extra=None):  # graded by the agent, then logged
-        from agents.llm.query_log import log_entry
+        from gf2env.agents.llm.query_log import log_entry
 
         return log_entry(planned, completion, params, backend, grade(planned, completion, extra), extra)
 
@@ -201,7 +201,7 @@ def test_queries_a_hostile_body_fails_for_good_are_logged_failed_and_the_others_
 
 
 def test_a_huge_reply_keeps_the_log_small(server, tmp_path):
-    from agents.llm.query_log import RESPONSE_KEEP_CHARS
+    from gf2env.agents.llm.query_log import RESPONSE_KEEP_CHARS
 
     out = tmp_path / "run"
     cmd = gf2_eval(

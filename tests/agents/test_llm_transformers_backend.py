@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from agents.llm.queries import Completion, Query, SamplingParams  # noqa: E402
-from agents.llm.transformers_backend import TransformersBackend, cut_at_stop  # noqa: E402
-from gf2env.oracle import TaskConfig  # noqa: E402
-from gf2env.records import generate_record  # noqa: E402
+from gf2env.agents.llm.queries import Completion, Query, SamplingParams  # noqa: E402
+from gf2env.agents.llm.transformers_backend import TransformersBackend, cut_at_stop  # noqa: E402
+from gf2env.records.record import generate_record  # noqa: E402
+from gf2env.task.oracle import TaskConfig  # noqa: E402
 from gf2env.text.prompt import render_prompt  # noqa: E402
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.models import MODELS, ModelError, resolve_model
-from agents.models.catalog import FOLDER_FORMAT, MANIFEST, MODELS_DIR_ENV
-from agents.models.fetch import fetch_model
+from gf2env.agents.models import MODELS, ModelError, resolve_model
+from gf2env.agents.models.catalog import FOLDER_FORMAT, MANIFEST, MODELS_DIR_ENV
+from gf2env.agents.models.fetch import fetch_model
 from tests.paths import REPO
 
 SMOLLM2 = MODELS["smollm2-135m-instruct"]
@@ -63,7 +63,7 @@ def test_gemma_turns_render_a_conversation_whose_prompt_prefixes_its_reply():
     generation prompt that the same conversation with its reply continues (what SFT and vLLM need)."""
     import jinja2
 
-    from agents.models.catalog import GEMMA_TURNS
+    from gf2env.agents.models.catalog import GEMMA_TURNS
 
     assert MODELS["gemma-3-270m"].chat_template == GEMMA_TURNS and not SMOLLM2.chat_template
     template = jinja2.Environment().from_string(GEMMA_TURNS)

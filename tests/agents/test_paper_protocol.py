@@ -14,31 +14,31 @@ import pytest
 
 pytest.importorskip("httpx")
 
-from agents.harness.compare import load_config  # noqa: E402
-from agents.llm.openai_server import request_body  # noqa: E402
-from agents.llm.paper_tools import (  # noqa: E402
+from gf2env.agents.harness.compare import load_config  # noqa: E402
+from gf2env.agents.llm.openai_server import request_body  # noqa: E402
+from gf2env.agents.llm.paper_tools import (  # noqa: E402
     first_code_block,
     paper_feedback,
     paper_result,
     paper_tool_message,
 )
-from agents.llm.queries import Query, SamplingParams  # noqa: E402
-from agents.llm.tool_mode import PAPER_TOOL_USAGE_COLUMNS, paper_tool_usage  # noqa: E402
-from agents.sandbox import (  # noqa: E402
+from gf2env.agents.llm.queries import Query, SamplingParams  # noqa: E402
+from gf2env.agents.llm.tool_mode import PAPER_TOOL_USAGE_COLUMNS, paper_tool_usage  # noqa: E402
+from gf2env.agents.sandbox import (  # noqa: E402
     PAPER_LIMITS,
     Sandbox,
     SandboxConfigError,
     detect_isolation,
     paper_record_view,
 )
-from agents.sandbox.view import check_view  # noqa: E402
+from gf2env.agents.sandbox.view import check_view  # noqa: E402
 from gf2env.errors import GF2ConfigError  # noqa: E402
-from gf2env.oracle import TaskConfig  # noqa: E402
-from gf2env.records import Record, generate_record  # noqa: E402
+from gf2env.records.record import Record, generate_record  # noqa: E402
+from gf2env.task.oracle import TaskConfig  # noqa: E402
 from gf2env.text.prompt import render_prompt  # noqa: E402
+from gf2env.train.tool_solvers import PAPER_DILIGENT_SOLVER  # noqa: E402
 from tests.fault_server import FaultServer  # noqa: E402
 from tests.paths import REFERENCE as REFERENCE_DIR  # noqa: E402
-from train.tool_solvers import PAPER_DILIGENT_SOLVER  # noqa: E402
 
 EXAMPLES = REFERENCE_DIR / "paper-protocol-examples.json"
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,7 +171,7 @@ def test_the_protocols_rules_hold_through_other_modules_builtins():
 
 
 def test_sandbox_limits_refuse_bad_rule_lists():
-    from agents.sandbox import SandboxLimits
+    from gf2env.agents.sandbox import SandboxLimits
 
     with pytest.raises(SandboxConfigError, match="imports"):
         SandboxLimits(imports="re")  # type: ignore[arg-type]
@@ -279,7 +279,7 @@ def test_a_paper_preset_sends_the_papers_requests(tmp_path, mode):
 
 
 def test_a_tool_protocol_without_tool_mode_is_refused():
-    from agents.llm.agent import LLMSpec
+    from gf2env.agents.llm.agent import LLMSpec
 
     with pytest.raises(GF2ConfigError, match="add tools: true"):
         LLMSpec(model="m", backend="transformers", tool_protocol="paper")

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import gf2env  # noqa: F401  (registers GF2Recon-v1)
-from agents import Diligent, EstimatorPolicy
+from gf2env.agents import Diligent, EstimatorPolicy
+from gf2env.envs.vector import GF2ReconVectorEnv
 from gf2env.errors import GF2ConfigError
-from gf2env.posterior import StepBatch
-from gf2env.vector import GF2ReconVectorEnv
+from gf2env.task.posterior import StepBatch
 
 
 def play(env, policy, seed: int) -> tuple[list[int], list[float]]:

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.harness.compare import load_config
-from agents.harness.evaluate import evaluate, make_agents
-from agents.harness.executors import ExecutorSpec, RayExecutor
-from agents.harness.grid import Grid, grid_cells
+from gf2env.agents.harness.compare import load_config
+from gf2env.agents.harness.evaluate import evaluate, make_agents
+from gf2env.agents.harness.executors import ExecutorSpec, RayExecutor
+from gf2env.agents.harness.grid import Grid, grid_cells
 from gf2env.errors import GF2ConfigError
 from gf2env.report.results import read_results_csv
 from tests.extras import require_extra
@@ -130,7 +130,7 @@ def test_gf2_compare_on_a_ray_cluster_writes_the_local_runs_bytes(cluster, tmp_p
 def sb3_checkpoint(tmp_path) -> Path:
     """A real (untrained, seeded) PPO checkpoint of GF2Recon-v1 at p=6, d=3, K=8, n=4."""
     sb3 = require_extra("stable_baselines3", "sb3")
-    from gf2env.env import GF2ReconEnv
+    from gf2env.envs.env import GF2ReconEnv
 
     model = sb3.PPO("MultiInputPolicy", GF2ReconEnv(p=6, d=3, n=4, K=8), seed=0, device="cpu", n_steps=64)
     path = tmp_path / "ppo.zip"

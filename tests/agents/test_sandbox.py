@@ -1,4 +1,4 @@
-"""agents.sandbox against real hostile code, in real processes.
+"""gf2env.agents.sandbox against real hostile code, in real processes.
 
 Every file in tests/agents/sandbox_corpus/ is one snippet whose header says what must happen (the
 format: :mod:`tests.agents.sandbox_judge`); here each runs at the limits its header names and is judged
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.sandbox import (
+from gf2env.agents.sandbox import (
     EMPTY_VIEW,
     STOP_REASONS,
     UNSAFE,
@@ -35,11 +35,11 @@ from agents.sandbox import (
     detect_isolation,
     record_view,
 )
-from agents.sandbox import inside as harness
-from agents.sandbox import sandbox as sandbox_mod
-from agents.sandbox.limits import LIMIT_RANGES, MAX_WALL_S
+from gf2env.agents.sandbox import inside as harness
+from gf2env.agents.sandbox import sandbox as sandbox_mod
+from gf2env.agents.sandbox.limits import LIMIT_RANGES, MAX_WALL_S
 from gf2env.errors import GF2ConfigError
-from gf2env.records import Record
+from gf2env.records.record import Record
 from tests.agents.sandbox_judge import (
     HAVE_BWRAP,
     INFO,
@@ -160,7 +160,7 @@ def test_record_view_never_holds_the_target(record: Record) -> None:
 
 
 def test_record_view_refuses_non_records() -> None:
-    with pytest.raises(SandboxConfigError, match="needs a gf2env.records.Record, got dict"):
+    with pytest.raises(SandboxConfigError, match="needs a gf2env.records.record.Record, got dict"):
         record_view({"n": 1})  # type: ignore[arg-type]
 
 
@@ -371,7 +371,7 @@ def test_pool_preserves_order() -> None:
 
 def test_check_command_line() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "agents.sandbox", "--check"],
+        [sys.executable, "-m", "gf2env.agents.sandbox", "--check"],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -51,7 +51,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.sandbox import (
+from gf2env.agents.sandbox import (
     DEFAULT_LIMITS,
     STOP_REASONS,
     Sandbox,
@@ -59,8 +59,8 @@ from agents.sandbox import (
     SandboxResult,
     SandboxUnavailableError,
 )
-from agents.sandbox.limits import RUN_TASKS
-from gf2env.records import Record
+from gf2env.agents.sandbox.limits import RUN_TASKS
+from gf2env.records.record import Record
 from tests.agents.host_state import HostProber, in_jail, sandbox_cgroups, sysctl_changes, sysctl_snapshot
 from tests.agents.sandbox_judge import (
     CORPUS,

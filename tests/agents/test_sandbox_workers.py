@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.sandbox import DEFAULT_LIMITS, Sandbox, SandboxConfigError, SandboxLimits
-from agents.sandbox.isolation import HOST_UID_BASE, HOST_UID_ENV, WORKER_UID, host_uid
-from agents.sandbox.limits import SCRATCH_INODES
-from agents.sandbox.supervise import tree_pids
+from gf2env.agents.sandbox import DEFAULT_LIMITS, Sandbox, SandboxConfigError, SandboxLimits
+from gf2env.agents.sandbox.isolation import HOST_UID_BASE, HOST_UID_ENV, WORKER_UID, host_uid
+from gf2env.agents.sandbox.limits import SCRATCH_INODES
+from gf2env.agents.sandbox.supervise import tree_pids
 from tests.agents.sandbox_judge import HAVE_BWRAP, INFO, MODE_PARAMS, MODES, make_sandbox, needs_bwrap
 from tests.paths import REPO
 
@@ -177,8 +177,8 @@ def test_workers_die_with_the_host(mode: str, tmp_path: Path) -> None:
         f"""
         import json, os, sys, warnings
         warnings.simplefilter("ignore")
-        from agents.sandbox import Sandbox
-        from agents.sandbox.supervise import tree_pids
+        from gf2env.agents.sandbox import Sandbox
+        from gf2env.agents.sandbox.supervise import tree_pids
         sandbox = Sandbox(isolation={MODES[mode]!r}, workers=2)
         sandbox.start()
         assert sandbox.run("print(1)").ok
@@ -311,7 +311,7 @@ def test_a_scratch_holds_so_many_files_and_each_run_gets_a_new_one() -> None:
 
 @pytest.mark.skipif(not INFO["memory_cgroup"], reason=f"no memory cgroup: {INFO['memory_cgroup_error']}")
 def test_groups_of_killed_hosts_are_removed_and_joining_is_checked() -> None:
-    from agents.sandbox import cgroups
+    from gf2env.agents.sandbox import cgroups
 
     version = str(INFO["memory_cgroup"])
     live = cgroups.MemoryCgroup(version, 64)

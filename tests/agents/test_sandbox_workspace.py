@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from agents.sandbox import DEFAULT_LIMITS, Sandbox, SandboxConfigError, WorkspaceInventory
-from agents.sandbox.supervise import tree_pids
-from agents.sandbox.workspace import INVENTORY_ENTRIES, Workspace, parse_inventory
+from gf2env.agents.sandbox import DEFAULT_LIMITS, Sandbox, SandboxConfigError, WorkspaceInventory
+from gf2env.agents.sandbox.supervise import tree_pids
+from gf2env.agents.sandbox.workspace import INVENTORY_ENTRIES, Workspace, parse_inventory
 from tests.agents.sandbox_judge import HAVE_BWRAP, MODE_PARAMS, make_sandbox
 
 BUILD = textwrap.dedent(
@@ -130,7 +130,7 @@ def sandbox_for_forgery() -> Sandbox:
 
 def test_parse_inventory_refuses_what_is_not_an_inventory() -> None:
     def result(stdout: str, **kw: object) -> object:
-        from agents.sandbox import SandboxResult
+        from gf2env.agents.sandbox import SandboxResult
 
         fields = dict(
             stdout=stdout, stderr="", exit_code=0, signal=None, wall_s=0.0, cpu_s=0.0, stop_reason="exited",

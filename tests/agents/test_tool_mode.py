@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("httpx")
 
-from agents.llm.tool_mode import (  # noqa: E402
+from gf2env.agents.llm.tool_mode import (  # noqa: E402
     cut_off,
     extract_code,
     feedback_message,
@@ -26,17 +26,17 @@ from agents.llm.tool_mode import (  # noqa: E402
     tool_instructions,
     tool_usage,
 )
-from agents.sandbox import Sandbox, SandboxPool, detect_isolation, record_view  # noqa: E402
-from gf2env.oracle import TaskConfig  # noqa: E402
-from gf2env.record_files import read_records  # noqa: E402
-from gf2env.records import generate_record  # noqa: E402
+from gf2env.agents.sandbox import Sandbox, SandboxPool, detect_isolation, record_view  # noqa: E402
+from gf2env.records.files import read_records  # noqa: E402
+from gf2env.records.record import generate_record  # noqa: E402
 from gf2env.report.results import read_results_csv  # noqa: E402
-from gf2env.rules import Failure  # noqa: E402
+from gf2env.task.oracle import TaskConfig  # noqa: E402
+from gf2env.task.rules import Failure  # noqa: E402
 from gf2env.text.answers import score_answer  # noqa: E402
 from gf2env.text.prompt import render_prompt  # noqa: E402
+from gf2env.train.tool_env import GF2ToolEnvironment, tool_dataset  # noqa: E402
 from tests.fault_server import SOLVER  # noqa: E402
 from tests.paths import REFERENCE as REFERENCE_DIR
-from train.tool_env import GF2ToolEnvironment, tool_dataset  # noqa: E402
 
 REFERENCE = REFERENCE_DIR / "experiments_llm_large_adversarial.json"
 
@@ -138,7 +138,7 @@ def test_feedback_says_when_the_output_holds_no_box():
 def episode_with(turns):
     rec = generate_record(TaskConfig(p=6, d=3, K=4, n=2), 1, 0, seed=0)
     prompt = render_prompt("plain-v1", rec.prefix, rec.address, rec.payload, rec.labels, n=2, p=6, d=3)
-    from agents.llm.queries import Query
+    from gf2env.agents.llm.queries import Query
 
     episode = start_episode(Query("k", prompt, 1), record_view(rec))
     for response, code, stdout in turns:

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from gf2env.records import generate_record
-from gf2env.settings import TaskSettings
+from gf2env.config.settings import TaskSettings
+from gf2env.records.record import generate_record
+from gf2env.records.rows import prompt_row
 from gf2env.text.answers import score_answer
-from gf2env.text.rows import prompt_row
 from tests.extras import REQUIRE_EXTRAS_ENV
 from tests.servers import REPO, SERVER_ENV, vllm_or_skip
 
@@ -92,7 +92,7 @@ def test_without_verifiers_the_module_names_the_extra():
         pytest.skip("verifiers is importable here")
     from gf2env.errors import MissingExtraError
 
-    for module in ("agents.integrations.verifiers", "gf2_recon"):
+    for module in ("gf2env.agents.integrations.verifiers", "gf2_recon"):
         sys.modules.pop(module, None)
         with pytest.raises(MissingExtraError, match=r"pip install -e '\.\[verifiers\]'"):
             importlib.import_module(module)
@@ -115,7 +115,8 @@ def test_the_taskset_loads_by_its_id_and_its_reward_is_gf2envs_scorer(vf_python)
         ]
     out = probe(vf_python, "score", {"taskset": SMALL, "replies": replies})
     assert (
-        out["taskset"] == "agents.integrations.verifiers.GF2Taskset" and out["taskset_class"] == "GF2Taskset"
+        out["taskset"] == "gf2env.agents.integrations.verifiers.GF2Taskset"
+        and out["taskset_class"] == "GF2Taskset"
     )
     assert out["env"] == "SingleAgentEnv" and out["harness"] == ["gf2-recon", "GF2Harness"]
     assert [t["id"] for t in out["tasks"]] == list(recs)  # depths outermost, then trials
@@ -145,7 +146,7 @@ def test_bad_settings_are_refused_with_gf2envs_messages(vf_python):
 
 
 def test_the_tool_runs_the_models_code_in_the_sandbox(vf_python):
-    from agents.sandbox import detect_isolation
+    from gf2env.agents.sandbox import detect_isolation
 
     if not detect_isolation().get("bwrap"):
         if os.environ.get("GF2_REQUIRE_BWRAP"):
@@ -308,7 +309,7 @@ class ScriptedTurn(BaseHTTPRequestHandler):
 
 
 def test_vf_eval_with_tools_runs_the_models_code_in_the_sandbox(vf_python, tmp_path):
-    from agents.sandbox import detect_isolation
+    from gf2env.agents.sandbox import detect_isolation
 
     if not detect_isolation().get("bwrap"):
         if os.environ.get("GF2_REQUIRE_BWRAP"):

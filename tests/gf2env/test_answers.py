@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gf2env.text.answers as answers
-from gf2env.combinatorics import rank_support, unrank_support
-from gf2env.rules import Failure
+from gf2env.task.combinatorics import rank_support, unrank_support
+from gf2env.task.rules import Failure
 from gf2env.text.answers import (
     FAILURE_CLASSES,
     Verdict,

@@ -10,11 +10,16 @@ import numpy as np
 import pytest
 
 import gf2env  # noqa: F401  (registers the envs)
+from gf2env.config.settings import (
+    MAX_CONFIG_BYTES,
+    check_scalar_types,
+    dataclass_from_mapping,
+    read_yaml_mapping,
+)
+from gf2env.envs.vector import GF2ReconVectorEnv
 from gf2env.errors import GF2ConfigError, ResetNeededError
-from gf2env.oracle import TaskConfig
-from gf2env.records import generate_record
-from gf2env.settings import MAX_CONFIG_BYTES, check_scalar_types, dataclass_from_mapping, read_yaml_mapping
-from gf2env.vector import GF2ReconVectorEnv
+from gf2env.records.record import generate_record
+from gf2env.task.oracle import TaskConfig
 from tests.paths import REPO
 
 
@@ -175,7 +180,7 @@ def test_a_value_given_twice_is_refused_not_counted_twice(tmp_path, args, messag
 
 
 def test_a_grid_naming_a_setting_twice_is_refused(tmp_path):
-    from agents.harness.compare import load_config
+    from gf2env.agents.harness.compare import load_config
 
     path = tmp_path / "c.yaml"
     for grid, message in (
@@ -254,7 +259,7 @@ def test_a_records_path_that_is_no_regular_file_is_refused_at_once(tmp_path):
 
 
 def test_a_records_file_over_the_cap_is_refused(tmp_path, monkeypatch):
-    from gf2env import record_files
+    from gf2env.records import files as record_files
 
     path = tmp_path / "r.jsonl"
     path.write_text("{}\n" * 100)
@@ -267,7 +272,7 @@ def test_a_records_file_over_the_cap_is_refused(tmp_path, monkeypatch):
 def test_json_nested_100000_deep_is_a_format_error(tmp_path, name, text):
     """A RecursionError traceback before (issue 37)."""
     from gf2env.errors import RecordFormatError
-    from gf2env.record_files import read_records
+    from gf2env.records.files import read_records
 
     (tmp_path / name).write_text(text)
     with pytest.raises(RecordFormatError, match="nested too deeply to be a record"):

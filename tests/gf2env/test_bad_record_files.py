@@ -14,8 +14,8 @@ import pytest
 
 from gf2env import RecordFormatError, read_records
 from gf2env.errors import GF2ConfigError
-from gf2env.oracle import TaskConfig
-from gf2env.records import generate_record
+from gf2env.records.record import generate_record
+from gf2env.task.oracle import TaskConfig
 
 
 def good(count: int = 4) -> list[dict[str, Any]]:

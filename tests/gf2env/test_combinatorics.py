@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gf2env.combinatorics import (
+from gf2env.errors import InvalidActionError
+from gf2env.task.combinatorics import (
     MAX_PAYLOAD_BITS,
     fires,
     mask_to_indices,
@@ -22,7 +23,6 @@ from gf2env.combinatorics import (
     unpack_bits,
     unrank_support,
 )
-from gf2env.errors import InvalidActionError
 
 HYPOTHESIS = settings(max_examples=200, deadline=None)
 

@@ -9,7 +9,7 @@ from gymnasium.utils.env_checker import check_env
 
 import gf2env
 from gf2env import GF2ConfigError, GF2ReconEnv, InvalidActionError
-from gf2env.oracle import circuit_labels
+from gf2env.task.oracle import circuit_labels
 
 
 def test_registered_on_import_and_by_module_prefix():
@@ -78,7 +78,7 @@ def test_reveal_mode_measures_every_depth_and_observation_is_consistent():
                 expected[list(inst.term(j))] = 1
             np.testing.assert_array_equal(obs["prefix"][j], expected)
         # The labels are the circuit's first g+1 terms on the samples shown.
-        payload_masks = gf2env.combinatorics.pack_bits(obs["payload"])
+        payload_masks = gf2env.task.combinatorics.pack_bits(obs["payload"])
         labels = circuit_labels(obs["address"].astype(np.uint8), payload_masks, inst.masks[: g + 1])
         np.testing.assert_array_equal(labels, obs["labels"])
         obs, reward, terminated, truncated, info = env.step(0)
@@ -205,7 +205,7 @@ def test_large_sizes_work():
     assert obs["address"].shape == (32, 1024) and env.action_space.n == 41664
     for _ in range(5):
         g = int(obs["depth"])
-        payload_masks = gf2env.combinatorics.pack_bits(obs["payload"])
+        payload_masks = gf2env.task.combinatorics.pack_bits(obs["payload"])
         labels = circuit_labels(obs["address"].astype(np.uint8), payload_masks, env.instance.masks[: g + 1])
         np.testing.assert_array_equal(labels, obs["labels"])
         assert (obs["payload"].sum(axis=1) == 51).all()

@@ -12,12 +12,19 @@ import pytest
 
 import gf2env  # noqa: F401  (registers the envs)
 from gf2env.errors import GF2ConfigError, RecordFormatError
-from gf2env.oracle import SAMPLING_MODES, TaskConfig
-from gf2env.record_columns import columns_from_records, generate_episode, generate_episode_columns
-from gf2env.record_files import read_records
-from gf2env.records import Record, episode_exp, episode_of, episode_seed, generate_record, group_episodes
+from gf2env.records.columns import columns_from_records, generate_episode, generate_episode_columns
+from gf2env.records.files import read_records
+from gf2env.records.record import (
+    Record,
+    episode_exp,
+    episode_of,
+    episode_seed,
+    generate_record,
+    group_episodes,
+)
+from gf2env.records.rows import prompt_row
+from gf2env.task.oracle import SAMPLING_MODES, TaskConfig
 from gf2env.text.prompt import PROMPT_IDS, render_prompt
-from gf2env.text.rows import prompt_row
 
 # (p, d, K, n, w): small and larger payloads, K over one 64-sample word, a set adversarial weight.
 SETTINGS = [(6, 3, 8, 5, None), (12, 4, 32, 9, None), (9, 2, 70, 4, None), (10, 5, 16, 6, 6)]

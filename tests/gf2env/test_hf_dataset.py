@@ -14,16 +14,23 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gf2env.datasets import register
+from gf2env.config.settings import TaskSettings
 from gf2env.errors import GF2ConfigError
-from gf2env.hf_dataset import COLUMNS, DatasetSpec, Split, size_category, split_seed, write_dataset_folder
-from gf2env.oracle import TaskConfig
-from gf2env.record_files import read_records
-from gf2env.records import generate_record
+from gf2env.records.files import read_records
+from gf2env.records.generate import register
+from gf2env.records.hf_dataset import (
+    COLUMNS,
+    DatasetSpec,
+    Split,
+    size_category,
+    split_seed,
+    write_dataset_folder,
+)
+from gf2env.records.record import generate_record
+from gf2env.records.rows import prompt_row
 from gf2env.report.results import read_results_csv
-from gf2env.settings import TaskSettings
+from gf2env.task.oracle import TaskConfig
 from gf2env.text.answers import score_answer
-from gf2env.text.rows import prompt_row
 from tests.extras import require_extra
 from tests.paths import REPO
 
@@ -278,7 +285,10 @@ def test_parquet_to_a_parquet_name_is_still_one_records_file_and_to_a_folder_nam
 
 
 def test_gf2env_and_gf2_generate_import_without_datasets():
-    code = "import sys, gf2env, gf2env.hf_dataset, gf2env.datasets; assert 'datasets' not in sys.modules"
+    code = (
+        "import sys, gf2env, gf2env.records.hf_dataset, gf2env.records.generate; "
+        "assert 'datasets' not in sys.modules"
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
     assert run.returncode == 0, run.stderr

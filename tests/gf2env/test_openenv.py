@@ -30,8 +30,8 @@ import numpy as np
 import pytest
 
 import gf2env  # noqa: F401  (registers the ids)
-from gf2env.combinatorics import rank_support
 from gf2env.errors import EnvServerError, GF2ConfigError, InvalidActionError
+from gf2env.task.combinatorics import rank_support
 from tests.extras import require_extra
 from tests.paths import REPO
 from tests.servers import Server, free_port, launch
@@ -384,9 +384,9 @@ TRL_SCRIPT = textwrap.dedent(
 def test_trl_grpo_trains_against_a_served_text_env(oe, tmp_path):
     """TRL's GRPOTrainer with ``environment_factory``: each rollout's env is a session on the server,
     reset with its row's seed; the env's reward is logged under its class name. The plumbing is the
-    point, so the policy is the 1.3 MB tiny model (train.tiny_lm), not a pretrained one."""
+    point, so the policy is the 1.3 MB tiny model (gf2env.train.tiny_lm), not a pretrained one."""
     require_extra("trl", "train")
-    from train.tiny_lm import build_tiny_model
+    from gf2env.train.tiny_lm import build_tiny_model
 
     model = build_tiny_model(tmp_path / "tiny")
     server = start_server("GF2ReconText-v1", "prompt_id=compact-v1", "p=6", "d=3", "n=3", "K=8")

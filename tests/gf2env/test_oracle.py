@@ -17,15 +17,16 @@ from math import comb, sqrt
 import numpy as np
 import pytest
 
-from gf2env.combinatorics import (
+from gf2env.errors import GF2ConfigError
+from gf2env.records.record import generate_record, generate_records
+from gf2env.task.combinatorics import (
     fires,
     pack_bits,
     rank_support,
     support_mask,
     unrank_support,
 )
-from gf2env.errors import GF2ConfigError
-from gf2env.oracle import (
+from gf2env.task.oracle import (
     TaskConfig,
     adversarial_weight,
     circuit_labels,
@@ -34,8 +35,7 @@ from gf2env.oracle import (
     firing_probability,
     prefix_mask_bits,
 )
-from gf2env.records import generate_record, generate_records
-from gf2env.rules import check_support
+from gf2env.task.rules import check_support
 
 Z = 6.0
 

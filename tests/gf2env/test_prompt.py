@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from gf2env.errors import GF2ConfigError
-from gf2env.oracle import TaskConfig
-from gf2env.records import Record, generate_record
-from gf2env.rules import Failure
+from gf2env.records.record import Record, generate_record
+from gf2env.task.oracle import TaskConfig
+from gf2env.task.rules import Failure
 from gf2env.text.answers import score_answer
 from gf2env.text.prompt import (
     COMPACT_PROMPT_ID,

@@ -16,11 +16,11 @@ import sys
 import numpy as np
 import pytest
 
+from gf2env.config.settings import TaskSettings
 from gf2env.errors import GF2ConfigError
-from gf2env.records import generate_record
-from gf2env.settings import TaskSettings
+from gf2env.records.record import generate_record
+from gf2env.records.rows import prompt_row
 from gf2env.text.answers import score_answer
-from gf2env.text.rows import prompt_row
 from tests.extras import require_extra
 from tests.paths import REPO
 
@@ -102,8 +102,8 @@ def test_a_dataset_without_a_seed_draws_one_and_records_it() -> None:
 
 
 def test_the_items_are_the_training_prompts_of_the_same_seed() -> None:
-    from train.curriculum import FixedCurriculum
-    from train.data import TaskSpec, prompt_stream
+    from gf2env.train.curriculum import FixedCurriculum
+    from gf2env.train.data import TaskSpec, prompt_stream
 
     data = rg.create_dataset("gf2_recon", size=4, seed=5, depths=[0, 3], prompt_id="compact-v1")
     stream = prompt_stream(TaskSpec(prompt_id="compact-v1"), FixedCurriculum([(0, [0, 3])]), seed=5)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from gf2env import RecordFormatError, read_records
-from gf2env.oracle import TaskConfig
-from gf2env.records import Record, generate_record
+from gf2env.records.record import Record, generate_record
+from gf2env.task.oracle import TaskConfig
 from tests.paths import REFERENCE as REFERENCE_DIR
 
 REFERENCE = REFERENCE_DIR / "experiments_llm_large_adversarial.json"

@@ -7,11 +7,11 @@ import itertools
 import numpy as np
 import pytest
 
-from gf2env.env import GF2ReconEnv
+from gf2env.envs.env import GF2ReconEnv
 from gf2env.errors import GF2ConfigError, InvalidActionError, RecordFormatError
-from gf2env.oracle import TaskConfig
-from gf2env.records import Record, generate_record
-from gf2env.rules import STEP_MODES, Failure, SupportCheck, check_support, read_support, step_transition
+from gf2env.records.record import Record, generate_record
+from gf2env.task.oracle import TaskConfig
+from gf2env.task.rules import STEP_MODES, Failure, SupportCheck, check_support, read_support, step_transition
 from gf2env.text.answers import score_answer, validate_answer
 
 

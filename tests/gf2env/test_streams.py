@@ -12,10 +12,10 @@ from scipy import stats
 import gf2env  # noqa: F401  (registers the envs)
 from gf2env import GF2ReconEnv, GF2ReconVectorEnv
 from gf2env.errors import GF2ConfigError
-from gf2env.keyed_oracle import evidence, instance_masks, subset_masks
-from gf2env.oracle import TaskConfig, circuit_labels, draw_evidence, draw_instance
-from gf2env.philox import DOMAIN_EVIDENCE, bounded, philox4x64, stream_words
-from gf2env.streams import Buffers, PhiloxStream
+from gf2env.stream.batch import Buffers, PhiloxStream
+from gf2env.stream.keyed_oracle import evidence, instance_masks, subset_masks
+from gf2env.stream.philox import DOMAIN_EVIDENCE, bounded, philox4x64, stream_words
+from gf2env.task.oracle import TaskConfig, circuit_labels, draw_evidence, draw_instance
 
 
 def test_philox_block_is_numpys_philox():

@@ -10,8 +10,8 @@ import pytest
 
 from gf2env.errors import RecordFormatError
 from gf2env.report.results import summarize
+from gf2env.train.gamma_log import GAMMA, GammaLog, read_gamma_csv
 from tests.gf2env.test_results import row
-from train.gamma_log import GAMMA, GammaLog, read_gamma_csv
 
 HEAD = {"active_depths": "0 1", "eval_seed": 7, "prompt_id": "plain-v1"}
 

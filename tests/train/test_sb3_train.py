@@ -12,14 +12,14 @@ import pytest
 
 pytest.importorskip("stable_baselines3")
 
-from agents.harness.grid import Grid, grid_cells  # noqa: E402
-from agents.sb3_agent import SB3Agent, SB3Spec, check_algorithm, observations  # noqa: E402
-from gf2env.env import GF2ReconEnv  # noqa: E402
+from gf2env.agents.harness.grid import Grid, grid_cells  # noqa: E402
+from gf2env.agents.sb3_agent import SB3Agent, SB3Spec, check_algorithm, observations  # noqa: E402
+from gf2env.envs.env import GF2ReconEnv  # noqa: E402
 from gf2env.errors import GF2ConfigError  # noqa: E402
-from gf2env.records import Record  # noqa: E402
+from gf2env.records.record import Record  # noqa: E402
+from gf2env.train.gamma_log import read_gamma_csv  # noqa: E402
+from gf2env.train.sb3 import load_sb3_config  # noqa: E402
 from tests.paths import REPO as ROOT
-from train.gamma_log import read_gamma_csv  # noqa: E402
-from train.sb3 import load_sb3_config  # noqa: E402
 
 SMALL = ROOT / "configs" / "sb3-small.yaml"
 CONFIG = """\
@@ -156,3 +156,40 @@ def test_the_algorithm_check_reads_only_the_data_entry(trained, tmp_path):
         check_algorithm(damaged, "dqn")
     with pytest.raises(GF2ConfigError, match=r"damaged\.zip could not be read \(.*\); pass the \.zip"):
         SB3Agent(SB3Spec(str(damaged), "ppo"))  # SB3's load reads them: still a typed error
+
+
+SAVE_UNDER_OLD_NAMES = """
+import sys
+import gf2env.agents, gf2env.agents.set_policy as set_policy
+from stable_baselines3 import PPO
+from gf2env.integrations.sb3_vec_env import SB3VecEnv
+
+# before the rename, agents/ was the top-level package `agents`: a checkpoint pickled its classes so
+sys.modules["agents"], sys.modules["agents.set_policy"] = gf2env.agents, set_policy
+for name in ("GF2SetPolicy", "GF2SetExtractor"):
+    getattr(set_policy, name).__module__ = "agents.set_policy"
+model = PPO(set_policy.GF2SetPolicy, SB3VecEnv(2, p=6, d=3, n=4, K=8), n_steps=8, batch_size=16,
+            policy_kwargs={"d": 3, "hidden": 16, "bit_hidden": 8}, device="cpu", seed=0)
+model.save(sys.argv[1])
+"""
+
+
+def test_a_checkpoint_that_names_the_old_module_paths_still_loads(tmp_path):
+    """Checkpoints saved while agents/ installed as the top-level ``agents`` name ``agents.set_policy``;
+    they load as agents now that it is ``gf2env.agents``, without putting ``agents`` back in sys.modules."""
+    path = tmp_path / "old.zip"
+    run = subprocess.run([sys.executable, "-c", SAVE_UNDER_OLD_NAMES, str(path)], capture_output=True,
+                         text=True, timeout=300, cwd=ROOT)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    with zipfile.ZipFile(path) as archive:
+        data = archive.read("data").decode()
+    import base64
+    import json
+
+    pickled = base64.b64decode(json.loads(data)["policy_class"][":serialized:"])
+    assert b"agents.set_policy" in pickled and b"gf2env" not in pickled
+    agent = SB3Agent(SB3Spec(str(path), "ppo"))
+    assert type(agent.model.policy).__module__ == "gf2env.agents.set_policy"
+    estimate = agent.answer(next(grid_cells(Grid(depths=(1,), trials=5, p=(6,), d=(3,), K=(8,), seed=5))))
+    assert estimate.action.shape == (5,) and np.all((0 <= estimate.gamma) & (estimate.gamma <= 1))
+    assert "agents" not in sys.modules and "agents.set_policy" not in sys.modules

@@ -15,9 +15,9 @@ pytest.importorskip("stable_baselines3")
 import torch  # noqa: E402
 from stable_baselines3 import PPO  # noqa: E402
 
-from agents.harness.grid import Grid, grid_cells  # noqa: E402
-from agents.sb3_agent import SB3Agent, SB3Spec, observations  # noqa: E402
-from agents.set_policy import (  # noqa: E402
+from gf2env.agents.harness.grid import Grid, grid_cells  # noqa: E402
+from gf2env.agents.sb3_agent import SB3Agent, SB3Spec, observations  # noqa: E402
+from gf2env.agents.set_policy import (  # noqa: E402
     GF2CandidateHead,
     GF2SetExtractor,
     GF2SetPolicy,
@@ -26,11 +26,11 @@ from agents.set_policy import (  # noqa: E402
 )
 from gf2env.errors import GF2ConfigError  # noqa: E402
 from gf2env.integrations.sb3_vec_env import SB3VecEnv  # noqa: E402
-from gf2env.oracle import TaskConfig  # noqa: E402
-from gf2env.records import generate_record  # noqa: E402
+from gf2env.records.record import generate_record  # noqa: E402
+from gf2env.task.oracle import TaskConfig  # noqa: E402
+from gf2env.train.gamma_log import read_gamma_csv  # noqa: E402
+from gf2env.train.sb3 import build_model, load_sb3_config  # noqa: E402
 from tests.paths import REPO as ROOT
-from train.gamma_log import read_gamma_csv  # noqa: E402
-from train.sb3 import build_model, load_sb3_config  # noqa: E402
 
 SMALL = dict(p=6, d=3, n=4, K=16)
 P12 = dict(p=12, d=4, n=8, K=32)
@@ -86,7 +86,7 @@ def test_known_term_firings_and_the_residual_are_exact():
 def test_the_candidate_head_is_its_definition_candidate_by_candidate():
     """The head's batched layout (incidence matmuls, channels first) against the formula written per
     candidate: relu(sum of member embeddings + sample terms + c_kS (w1 + a_g w2)), pooled, scored."""
-    from gf2env.combinatorics import all_supports
+    from gf2env.task.combinatorics import all_supports
 
     torch.manual_seed(0)
     p, d, H, E = 7, 4, 8, 5
@@ -208,7 +208,7 @@ output_dir: {out}
 def test_a_short_training_run_from_a_config(tmp_path, algo, history):
     config = tmp_path / "set.yaml"
     config.write_text(CONFIG.format(out=tmp_path / "out"))
-    cmd = [sys.executable, "-m", "train.sb3", "--config", str(config), "--algo", algo,
+    cmd = [sys.executable, "-m", "gf2env.train.sb3", "--config", str(config), "--algo", algo,
            "--total-timesteps", "1024"]  # fmt: skip
     if history:
         cmd += ["--policy-kwargs", f"{{history: {history}}}"]

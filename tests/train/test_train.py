@@ -18,13 +18,13 @@ pytest.importorskip("trl")
 
 from gf2env.errors import GF2ConfigError  # noqa: E402
 from gf2env.text.answers import extract_answer, validate_answer  # noqa: E402
+from gf2env.train.config import load_train_config  # noqa: E402
+from gf2env.train.curriculum import AdaptiveCurriculum, FixedCurriculum, make_curriculum  # noqa: E402
+from gf2env.train.data import TaskSpec, prompt_stream  # noqa: E402
+from gf2env.train.gamma_log import read_gamma_csv  # noqa: E402
+from gf2env.train.rewards import correct_term_reward, format_reward  # noqa: E402
+from gf2env.train.tiny_lm import build_tiny_model  # noqa: E402
 from tests.paths import REPO as ROOT
-from train.config import load_train_config  # noqa: E402
-from train.curriculum import AdaptiveCurriculum, FixedCurriculum, make_curriculum  # noqa: E402
-from train.data import TaskSpec, prompt_stream  # noqa: E402
-from train.gamma_log import read_gamma_csv  # noqa: E402
-from train.rewards import correct_term_reward, format_reward  # noqa: E402
-from train.tiny_lm import build_tiny_model  # noqa: E402
 
 SMOKE = ROOT / "configs" / "train-grpo-smoke.yaml"
 
@@ -155,8 +155,8 @@ def test_grpo_three_steps_write_gamma_rows_and_resume_continues(tiny, tmp_path):
 def test_sft_with_lora_on_teacher_traces_lowers_the_loss(smollm2, tmp_path):
     import dataclasses
 
-    from train.config import load_train_config
-    from train.sft import build_trainer, teacher_rows
+    from gf2env.train.config import load_train_config
+    from gf2env.train.sft import build_trainer, teacher_rows
 
     rows = teacher_rows(TaskSpec(p=6, d=3, K=8), (0, 1), 10, seed=0, tools=False)
     assert len(rows) == 20 and sum(r["teacher_correct"] for r in rows) >= 18  # A: right unless ambiguous
@@ -180,7 +180,7 @@ def test_sft_with_lora_on_teacher_traces_lowers_the_loss(smollm2, tmp_path):
 
 @pytest.mark.slow
 def test_tool_mode_grpo_runs_with_the_sandbox_environment(tmp_path, smollm2):
-    from agents.sandbox import detect_isolation
+    from gf2env.agents.sandbox import detect_isolation
 
     if not detect_isolation().get("bwrap"):
         pytest.skip("bubblewrap cannot run here (apt-get install -y bubblewrap)")
@@ -239,8 +239,8 @@ def test_grpo_with_lora_trains_only_the_adapter(smollm2, tmp_path):
 
 
 def test_one_training_run_at_a_time_holds_the_gamma_query_log(tmp_path):
-    from train.gamma import GammaCallback
-    from train.gamma_log import GammaEvalSpec
+    from gf2env.train.gamma import GammaCallback
+    from gf2env.train.gamma_log import GammaEvalSpec
 
     def callback() -> GammaCallback:
         return GammaCallback(GammaEvalSpec(), TaskSpec(p=6, d=3, K=8), tmp_path, tokenizer=None)
@@ -248,8 +248,8 @@ def test_one_training_run_at_a_time_holds_the_gamma_query_log(tmp_path):
     refused = rf"{tmp_path} is in use by another run: .*gamma_queries\.jsonl.*pass another --output-dir"
     # Another process holds the folder (its callback built, training under way).
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom train.gamma import GammaCallback\n"
-         "from train.gamma_log import GammaEvalSpec\nfrom train.data import TaskSpec\n"
+        [sys.executable, "-c", "import sys, time\nfrom gf2env.train.gamma import GammaCallback\n"
+         "from gf2env.train.gamma_log import GammaEvalSpec\nfrom gf2env.train.data import TaskSpec\n"
          f"held = GammaCallback(GammaEvalSpec(), TaskSpec(p=6, d=3, K=8), {str(tmp_path)!r}, None)\n"
          "print('held', flush=True)\ntime.sleep(60)"],
         stdout=subprocess.PIPE, text=True, cwd=ROOT,

@@ -26,8 +26,7 @@ from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata
 
-import gf2env
-from gf2env.env import GF2ReconEnv
+from gf2env.envs.env import GF2ReconEnv
 from gf2env.errors import GF2ConfigError
 from gf2env.integrations.openenv.models import (
     GF2ReconAction,
@@ -37,9 +36,10 @@ from gf2env.integrations.openenv.models import (
     GF2ReconTextObservation,
     jsonable,
 )
+from gf2env.version import __version__
 
-ARRAY_ENTRY_POINT = "gf2env.env:GF2ReconEnv"
-TEXT_ENTRY_POINT = "gf2env.text.text_env:GF2ReconTextEnv"
+ARRAY_ENTRY_POINT = "gf2env.envs.env:GF2ReconEnv"
+TEXT_ENTRY_POINT = "gf2env.envs.text_env:GF2ReconTextEnv"
 DEFAULT_MAX_SESSIONS = 16
 
 
@@ -125,7 +125,7 @@ class _GF2Environment(Environment):
         return EnvironmentMetadata(
             name=self.env_id,
             description=doc[0] if doc else self.env_id,
-            version=gf2env.__version__,
+            version=__version__,
         )
 
     def close(self) -> None:

@@ -2,7 +2,7 @@
 
 :class:`TaskSettings` is the task without its length (``p``, ``d``, ``K``, sampling, ``w``): the
 dataset presets, the evaluation grid's cells, the SFT/GRPO data and the SB3 γ grid all name a task
-this way, and :meth:`TaskSettings.config` gives the :class:`~gf2env.oracle.TaskConfig` of ``n``
+this way, and :meth:`TaskSettings.config` gives the :class:`~gf2env.task.oracle.TaskConfig` of ``n``
 terms. :func:`dataclass_from_mapping` reads one YAML section into a dataclass (unknown keys and
 bad values are errors naming the key and the file); :func:`check_depths` is the one check of a
 list of depths.
@@ -22,7 +22,7 @@ from typing import Any, TypeVar, cast
 import yaml
 
 from gf2env.errors import GF2ConfigError
-from gf2env.oracle import TaskConfig
+from gf2env.task.oracle import TaskConfig
 
 PER_DEPTH = "g+1"  # n = g + 1 terms at each depth: only the first g + 1 matter to a step
 MAX_CONFIG_BYTES = 1 << 20  # a settings file is a few hundred lines; anything larger is not one
@@ -32,7 +32,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class TaskSettings:
-    """A task family: everything of :class:`~gf2env.oracle.TaskConfig` but the number of terms."""
+    """A task family: everything of :class:`~gf2env.task.oracle.TaskConfig` but the number of terms."""
 
     p: int = 12
     d: int = 4

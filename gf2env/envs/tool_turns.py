@@ -1,8 +1,8 @@
 """Tool turns for ``GF2ReconText-v1``: what the text env needs of whoever runs the model's code.
 
-The env does not run code itself (the sandbox lives in :mod:`agents.sandbox`, a layer above); it is
+The env does not run code itself (the sandbox lives in :mod:`gf2env.agents.sandbox`, a layer above); it is
 given a :class:`ToolTurns` (``gym.make("GF2ReconText-v1", tools=...)``, e.g.
-:class:`agents.llm.tool_session.SandboxTools`) and talks to it through these two protocols:
+:class:`gf2env.agents.llm.tool_session.SandboxTools`) and talks to it through these two protocols:
 
 - at ``reset`` the env opens a :class:`ToolSession` (one per episode), and closes it when the episode
   ends, at the next ``reset`` and at ``close``: whatever the session kept for the episode (a
@@ -18,7 +18,7 @@ given a :class:`ToolTurns` (``gym.make("GF2ReconText-v1", tools=...)``, e.g.
 ``gym.make`` deep-copies its kwargs into the env's spec: a ``ToolTurns`` that holds resources (a
 sandbox's workers) returns itself from ``__deepcopy__``. The session gets the whole record (the
 target too); what the model's code may see is the session's business
-(:func:`agents.sandbox.record_view` never shows the target).
+(:func:`gf2env.agents.sandbox.record_view` never shows the target).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from gf2env.records import Record
+from gf2env.records.record import Record
 from gf2env.text.prompt import Prompt
 
 

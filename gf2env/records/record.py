@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from gf2env.combinatorics import MAX_PAYLOAD_BITS
 from gf2env.errors import GF2ConfigError, InvalidActionError, RecordFormatError
-from gf2env.oracle import (
+from gf2env.task.combinatorics import MAX_PAYLOAD_BITS
+from gf2env.task.oracle import (
     Evidence,
     Instance,
     TaskConfig,
@@ -27,7 +27,7 @@ from gf2env.oracle import (
     draw_evidence,
     draw_instance,
 )
-from gf2env.rules import check_support
+from gf2env.task.rules import check_support
 
 
 @dataclass(frozen=True)
@@ -230,7 +230,7 @@ def write_records(path: str | Path, records: Iterable[Record]) -> int:
 
 # ---------------------------------------------------------------------- generation
 #: The most records one command generates into one file or dataset split: about what gf2's readers
-#: take in one file (:data:`gf2env.record_files.MAX_RECORDS_BYTES`, 4 GiB: ~10 million records).
+#: take in one file (:data:`gf2env.records.files.MAX_RECORDS_BYTES`, 4 GiB: ~10 million records).
 MAX_RECORDS = 10_000_000
 
 
@@ -267,7 +267,7 @@ def episode_seed(seed: int, episode: int) -> int:
     It is numpy's ``SeedSequence(seed).spawn(...)[episode]`` (the child of that index, the way numpy
     makes independent streams) condensed to a 128-bit int, so distinct pairs give distinct seeds
     but for a chance of about 2^-128 a pair. ``gym.make("GF2Recon-v1", ...).reset(seed=...)`` with it
-    starts the episode that :func:`gf2env.record_columns.generate_episode` writes as records.
+    starts the episode that :func:`gf2env.records.columns.generate_episode` writes as records.
     """
     child = np.random.SeedSequence(check_seed(seed), spawn_key=(check_seed(episode, "episode"),))
     return int.from_bytes(child.generate_state(4, np.uint32).tobytes(), "little")
@@ -275,7 +275,7 @@ def episode_seed(seed: int, episode: int) -> int:
 
 def episode_exp(seed: int, episode: int, sampling: str) -> str:
     """The ``exp`` of an episode's records: ``"episode E seed S SAMPLING"``. It names the sampling
-    mode (which :meth:`~gf2env.record_columns.RecordColumns.samplings` reads) and the episode, so a
+    mode (which :meth:`~gf2env.records.columns.RecordColumns.samplings` reads) and the episode, so a
     reader of a records file regroups the steps of each episode (:func:`episode_of`)."""
     return f"episode {episode} seed {seed} {sampling}"
 

@@ -6,11 +6,11 @@ bits) for any subset ``idx`` of a batch, so the single env is the vector env's m
 
 - :class:`PhiloxStream` (``GF2Recon-v1``, the default): counter-based. Sub-env ``i`` holds a
   Philox key from its seed and counts its episodes and draws; every bit is a function of
-  ``(key, episode, draw)`` (:mod:`gf2env.philox`, :mod:`gf2env.keyed_oracle`), so one call draws
-  every sub-env's evidence, in compiled code (:mod:`gf2env.keyed_kernel`, ``kernel="numba"``) or in
+  ``(key, episode, draw)`` (:mod:`gf2env.stream.philox`, :mod:`gf2env.stream.keyed_oracle`), so one call draws
+  every sub-env's evidence, in compiled code (:mod:`gf2env.stream.keyed_kernel`, ``kernel="numba"``) or in
   the NumPy reference (``kernel="numpy"``), bit for bit the same.
 - :class:`GeneratorStream` (``GF2Recon-v0``): each sub-env draws ``(K, n + p)`` uniforms a step
-  from its own ``numpy.random.Generator`` (:func:`gf2env.oracle.evidence_from_uniforms`); kept so
+  from its own ``numpy.random.Generator`` (:func:`gf2env.task.oracle.evidence_from_uniforms`); kept so
   that v0 episodes replay exactly.
 """
 
@@ -20,11 +20,11 @@ from typing import Literal
 
 import numpy as np
 
-from gf2env.combinatorics import unpack_bits
 from gf2env.errors import GF2ConfigError
-from gf2env.keyed_oracle import evidence, instance_masks, payload_words, subset_words
-from gf2env.oracle import TaskConfig, draw_instance, evidence_from_uniforms
-from gf2env.philox import key_from_generator
+from gf2env.stream.keyed_oracle import evidence, instance_masks, payload_words, subset_words
+from gf2env.stream.philox import key_from_generator
+from gf2env.task.combinatorics import unpack_bits
+from gf2env.task.oracle import TaskConfig, draw_instance, evidence_from_uniforms
 
 StreamName = Literal["philox", "generator"]
 STREAMS: tuple[StreamName, ...] = ("philox", "generator")
@@ -64,7 +64,7 @@ class PhiloxStream:
         self.draw = np.zeros(num_envs, dtype=np.uint64)
         self._started = np.zeros(num_envs, dtype=bool)
         if kernel == "numba":
-            from gf2env import keyed_kernel  # compiled on first use, cached on disk
+            from gf2env.stream import keyed_kernel  # compiled on first use, cached on disk
 
             self._kernel = keyed_kernel
             self._mode = keyed_kernel.sampling_code(config)

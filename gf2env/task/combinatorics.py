@@ -1,7 +1,7 @@
 """Supports as index sets, integer ranks and uint64 bit masks.
 
 A support is a sorted tuple of ``k = d - 1`` distinct payload indices in ``[0, p)`` (the rule is
-:func:`gf2env.rules.check_support`). Supports are ranked in lexicographic order, the order of
+:func:`gf2env.task.rules.check_support`). Supports are ranked in lexicographic order, the order of
 ``itertools.combinations(range(p), k)``: rank 0 is ``(0, 1, ..., k-1)`` and rank ``C(p, k) - 1`` is
 ``(p-k, ..., p-1)``. Ranking and unranking are arithmetic (the combinatorial number system), so no
 table of all supports is ever built.

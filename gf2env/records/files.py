@@ -1,11 +1,11 @@
 """Files of records: the paper's JSON, JSON Lines and Parquet, read and checked as arrays.
 
 :func:`read_record_columns` reads the paper's JSON (an array of records) and JSON Lines through the
-compiled scanner (:mod:`gf2env.record_scan`), every check done on whole arrays; a file the
+compiled scanner (:mod:`gf2env.records.scan`), every check done on whole arrays; a file the
 scanner's plain form does not cover (escapes, floats, unknown keys) or that fails a check is read by
-the general path (:meth:`gf2env.records.Record.from_json`), which raises the error naming the
-record and field. Parquet files (:mod:`gf2env.record_parquet`) are told by their suffix; a dataset
-folder's split (:mod:`gf2env.hf_dataset`: its ``data/<split>.parquet``, or the folder when it has one
+the general path (:meth:`gf2env.records.record.Record.from_json`), which raises the error naming the
+record and field. Parquet files (:mod:`gf2env.records.parquet`) are told by their suffix; a dataset
+folder's split (:mod:`gf2env.records.hf_dataset`: its ``data/<split>.parquet``, or the folder when it has one
 split) is read from its ``record`` column, the records' JSON, by the same scanner.
 """
 
@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from gf2env.combinatorics import MAX_PAYLOAD_BITS
 from gf2env.errors import GF2ConfigError, RecordFormatError
-from gf2env.hf_dataset import split_records_json
-from gf2env.record_columns import RecordColumns, columns_from_records, records_in_file_order, shapes
-from gf2env.record_parquet import PARQUET_SUFFIXES, read_parquet
-from gf2env.record_scan import decode_hex, scan_records
-from gf2env.records import Record, short_repr
+from gf2env.records.columns import RecordColumns, columns_from_records, records_in_file_order, shapes
+from gf2env.records.hf_dataset import split_records_json
+from gf2env.records.parquet import PARQUET_SUFFIXES, read_parquet
+from gf2env.records.record import Record, short_repr
+from gf2env.records.scan import decode_hex, scan_records
+from gf2env.task.combinatorics import MAX_PAYLOAD_BITS
 
 MAX_RECORDS_BYTES = 4 << 30  # a records file's largest size read (4 GiB: ~10 million records)
 

@@ -4,7 +4,7 @@
   this order: integers, exactly ``k = d - 1`` of them, each in ``[0, p)``, all distinct (any order;
   the support is their sorted tuple); it raises :class:`~gf2env.errors.InvalidActionError` saying
   why not. :func:`read_support` returns the same verdict as a :class:`Failure` class instead. The
-  env, :mod:`gf2env.records` and the scorer (:mod:`gf2env.text.answers`) all go through it, so
+  env, :mod:`gf2env.records.record` and the scorer (:mod:`gf2env.text.answers`) all go through it, so
   they report the same failure for the same set.
 - :func:`step_transition` is the reveal / terminate / retry transition of a judged step, written
   once for the single env (Python scalars) and the vector env (arrays with a batch axis).

@@ -8,11 +8,11 @@ as a wrong step: the inner env is given a wrong candidate so that its step mode 
 retry) applies unchanged. The turns of the episode (prompt, response, score) are kept in
 ``history``, and the chat form of the current step is in ``info["messages"]``.
 
-With ``tools`` (a :class:`gf2env.text.tool_turns.ToolTurns`, e.g.
-:class:`agents.llm.tool_session.SandboxTools`) a step may take several replies: a reply that runs
+With ``tools`` (a :class:`gf2env.envs.tool_turns.ToolTurns`, e.g.
+:class:`gf2env.agents.llm.tool_session.SandboxTools`) a step may take several replies: a reply that runs
 code (or must be asked again) gets the session's feedback as the observation, with reward 0 and the
 depth unchanged; the reply that ends the step is graded on the session's final text (see
-:mod:`gf2env.text.tool_turns`). One session spans one episode.
+:mod:`gf2env.envs.tool_turns`). One session spans one episode.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from gf2env.combinatorics import rank_support
-from gf2env.env import GF2ReconEnv
+from gf2env.envs.env import GF2ReconEnv
+from gf2env.envs.tool_turns import ToolSession, ToolTurns
 from gf2env.errors import GF2ConfigError, InvalidActionError, ResetNeededError
-from gf2env.records import Record
+from gf2env.records.record import Record
+from gf2env.task.combinatorics import rank_support
 from gf2env.text.answers import score_answer
 from gf2env.text.prompt import PAPER_PROMPT_ID, Prompt, check_prompt_id, render_prompt
-from gf2env.text.tool_turns import ToolSession, ToolTurns
 
 MAX_PROMPT_CHARS = 1_000_000
 PRINTABLE = string.printable  # the prompts' alphabet
@@ -66,7 +66,7 @@ class GF2ReconTextEnv(gym.Wrapper):
 
     ## Arguments
     ``gym.make("GF2ReconText-v1", prompt_id="paper", tools=None, **GF2Recon-v1 kwargs)``; ``tools``:
-    a :class:`~gf2env.text.tool_turns.ToolTurns` that runs the model's code (tool turns, above).
+    a :class:`~gf2env.envs.tool_turns.ToolTurns` that runs the model's code (tool turns, above).
 
     ## Version history
     - v0: initial version.
@@ -82,8 +82,8 @@ class GF2ReconTextEnv(gym.Wrapper):
         check_prompt_id(prompt_id)
         if tools is not None and not isinstance(tools, ToolTurns):
             raise GF2ConfigError(
-                f"tools={type(tools).__name__} has no open(); pass a gf2env.text.tool_turns.ToolTurns "
-                "such as agents.llm.tool_session.SandboxTools(), or None for plain replies."
+                f"tools={type(tools).__name__} has no open(); pass a gf2env.envs.tool_turns.ToolTurns "
+                "such as gf2env.agents.llm.tool_session.SandboxTools(), or None for plain replies."
             )
         self.tools = tools
         self._session: ToolSession | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gf2env.records import Record
+from gf2env.records.record import Record
 from gf2env.text.prompt import render_prompt
 
 

@@ -28,13 +28,13 @@ from typing import Any
 
 import yaml
 
+from gf2env.config.settings import PER_DEPTH, TaskSettings, check_depths
 from gf2env.errors import GF2ConfigError, RecordFormatError
-from gf2env.record_columns import generate_columns
-from gf2env.record_parquet import PARQUET_SUFFIXES, require_pyarrow
-from gf2env.records import check_record_count
-from gf2env.settings import PER_DEPTH, TaskSettings, check_depths
+from gf2env.records.columns import generate_columns
+from gf2env.records.parquet import PARQUET_SUFFIXES, require_pyarrow
+from gf2env.records.record import check_record_count
+from gf2env.records.rows import prompt_row
 from gf2env.text.prompt import check_prompt_id
-from gf2env.text.rows import prompt_row
 
 CARD = "README.md"
 DATA_DIR = "data"
@@ -331,7 +331,7 @@ carries are offset by the row's `answer_offset`). A uniform guess is right with 
 {chr(10).join(split_rows)}
 
 Rows are in depth order ({depths}), trials `0..N-1` within a depth. A split's seed is
-`gf2env.hf_dataset.split_seed({spec.seed}, name)` (63 bits of a SHA-256 of the generation seed and
+`gf2env.records.hf_dataset.split_seed({spec.seed}, name)` (63 bits of a SHA-256 of the generation seed and
 the split's name) unless the command gave it as `name=N@SEED`, so splits never share a record
 stream, and a split's size can change without changing the others.
 
@@ -350,7 +350,7 @@ With gf2env {_gf2env_version()}:
 ```
 
 Record `trial` at depth `g` of a split is a pure function of `(seed, g, trial)`
-(`gf2env.records.generate_record`), so the command writes the same rows on any machine. Each split
+(`gf2env.records.record.generate_record`), so the command writes the same rows on any machine. Each split
 is also the records file these commands write (read by every `gf2` command):
 
 ```bash

@@ -10,12 +10,12 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ClosedEnvironmentError
 
-from gf2env.combinatorics import MAX_SUPPORT_TABLE, rank_support, unrank_support
 from gf2env.errors import GF2ConfigError, InvalidActionError, ResetNeededError
-from gf2env.oracle import Evidence, Instance, TaskConfig
-from gf2env.posterior import StepBatch, bayes_ceiling
-from gf2env.rules import DEFAULT_MAX_ATTEMPTS, STEP_MODES, check_support, step_transition
-from gf2env.streams import Buffers, make_stream
+from gf2env.stream.batch import Buffers, make_stream
+from gf2env.task.combinatorics import MAX_SUPPORT_TABLE, rank_support, unrank_support
+from gf2env.task.oracle import Evidence, Instance, TaskConfig
+from gf2env.task.posterior import StepBatch, bayes_ceiling
+from gf2env.task.rules import DEFAULT_MAX_ATTEMPTS, STEP_MODES, check_support, step_transition
 from gf2env.text.prompt import render_paper_prompt
 
 Observation = dict[str, np.ndarray | np.int64]  # arrays, and the depth as a NumPy integer
@@ -53,7 +53,7 @@ class GF2ReconEnv(gym.Env):
     ## Rewards
     1 for the exact next term, 0 otherwise.
 
-    ## Step modes (:func:`~gf2env.rules.step_transition`; no wrong step stands, no backtracking)
+    ## Step modes (:func:`~gf2env.task.rules.step_transition`; no wrong step stands, no backtracking)
     - ``reveal`` (default): after any answer the true ``S_g`` joins the prefix and fresh evidence
       for depth ``g + 1`` is drawn, so every depth is measured once an episode.
     - ``terminate``: the episode ends at the first wrong answer.
@@ -86,7 +86,7 @@ class GF2ReconEnv(gym.Env):
     - ``step_mode``, ``max_attempts``: see above; ``max_attempts`` (default 10) is for ``retry``.
     - ``bayes_ceiling``: add estimators A's and B's γ on each judged step to ``info`` (see Info).
     - ``render_mode``: ``"ansi"`` returns the current step as the paper's prompt.
-    - ``stream``: the random stream (:mod:`gf2env.streams`). ``"philox"`` (v1): counter-based, every
+    - ``stream``: the random stream (:mod:`gf2env.stream.batch`). ``"philox"`` (v1): counter-based, every
       bit a function of the seed, the episode count and the draw count; ``"generator"`` (v0): the
       seeded ``np_random`` drawing uniforms. The same seed gives different episodes in the two.
     - ``kernel``: ``"numba"`` (compiled draws of the philox stream) or ``"numpy"`` (the reference;

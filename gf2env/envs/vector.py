@@ -1,7 +1,7 @@
 """GF2ReconVectorEnv: N GF2Recon environments stepped as one numpy batch.
 
 The maths is the single env's on a leading batch axis, and so is the random stream
-(:mod:`gf2env.streams`): sub-env ``i`` is seeded as Gymnasium's ``SyncVectorEnv`` seeds its
+(:mod:`gf2env.stream.batch`): sub-env ``i`` is seeded as Gymnasium's ``SyncVectorEnv`` seeds its
 sub-envs (``seed + i``), so with the same seeds the batch reproduces N single envs exactly, across
 autoresets. On ``GF2Recon-v1``'s counter-based stream one compiled call draws every sub-env's
 evidence; on ``GF2Recon-v1``'s generator stream each sub-env draws its uniforms in turn.
@@ -18,7 +18,11 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from gf2env.combinatorics import (
+from gf2env.envs.env import GF2ReconEnv
+from gf2env.errors import GF2ConfigError, InvalidActionError, ResetNeededError
+from gf2env.records.record import check_seed
+from gf2env.stream.batch import Buffers, make_stream
+from gf2env.task.combinatorics import (
     MAX_SUPPORT_TABLE,
     all_supports,
     pack_bits,
@@ -26,12 +30,8 @@ from gf2env.combinatorics import (
     supports_to_masks,
     unrank_support,
 )
-from gf2env.env import GF2ReconEnv
-from gf2env.errors import GF2ConfigError, InvalidActionError, ResetNeededError
-from gf2env.posterior import StepBatch, bayes_ceiling
-from gf2env.records import check_seed
-from gf2env.rules import step_transition
-from gf2env.streams import Buffers, make_stream
+from gf2env.task.posterior import StepBatch, bayes_ceiling
+from gf2env.task.rules import step_transition
 
 
 def batch_observation_space(space: spaces.Dict, num_envs: int) -> spaces.Dict:
@@ -48,7 +48,7 @@ def batch_observation_space(space: spaces.Dict, num_envs: int) -> spaces.Dict:
 
 
 class GF2ReconVectorEnv(VectorEnv):
-    """``num_envs`` copies of :class:`~gf2env.env.GF2ReconEnv` (same kwargs), batched in numpy.
+    """``num_envs`` copies of :class:`~gf2env.envs.env.GF2ReconEnv` (same kwargs), batched in numpy.
 
     Autoreset is ``NEXT_STEP``: the step after a sub-env terminates resets it (its action is
     ignored) and returns the reset observation with reward 0. Integer actions only, shape

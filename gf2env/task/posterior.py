@@ -39,11 +39,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from math import comb
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from gf2env.combinatorics import (
+from gf2env.errors import GF2ConfigError, InconsistentEvidenceError
+from gf2env.task.combinatorics import (
     all_supports,
     fires,
     pack_bits,
@@ -51,11 +52,41 @@ from gf2env.combinatorics import (
     supports_to_masks,
     unpack_bits,
 )
-from gf2env.errors import GF2ConfigError, InconsistentEvidenceError
 
 if TYPE_CHECKING:
-    from gf2env.oracle import Evidence, Instance
-    from gf2env.records import Record
+    from gf2env.task.oracle import Evidence, Instance
+
+
+class RecordedStep(Protocol):
+    """What a batch needs of one recorded step: the fields of a record (:class:`gf2env.records.Record`)."""
+
+    @property
+    def p(self) -> int: ...
+
+    @property
+    def d(self) -> int: ...
+
+    @property
+    def K(self) -> int: ...
+
+    @property
+    def g(self) -> int: ...
+
+    @property
+    def prefix(self) -> Sequence[Sequence[int]]: ...
+
+    @property
+    def target(self) -> Sequence[int]: ...
+
+    @property
+    def address(self) -> np.ndarray: ...
+
+    @property
+    def payload(self) -> np.ndarray: ...
+
+    @property
+    def labels(self) -> np.ndarray: ...
+
 
 #: Worst-case lookups per record the exact data-only posterior may spend: ``C^L + C^(R+1)`` for
 #: ``u`` unknown terms split ``L = ceil(u/2)``, ``R = floor(u/2)``.
@@ -139,14 +170,15 @@ class StepBatch:
         return [self.take(slice(i, i + size)) for i in range(0, self.R, size)]
 
     @classmethod
-    def from_records(cls, records: Sequence[Record]) -> StepBatch:
+    def from_records(cls, records: Sequence[RecordedStep]) -> StepBatch:
         """Stack records of one ``(p, d, K, g)``; their ``n`` may differ (only ``g + 1`` bits matter)."""
         if not records:
             raise ValueError("No records given; pass at least one.")
         shapes = {(r.p, r.d, r.K, r.g) for r in records}
         if len(shapes) != 1:
             raise ValueError(
-                f"Records mix (p, d, K, g) = {sorted(shapes)}; group them first (agents.harness.grid does)."
+                f"Records mix (p, d, K, g) = {sorted(shapes)}; group them first "
+                "(gf2env.agents.harness.grid does)."
             )
         p, d, _, g = shapes.pop()
         if g:

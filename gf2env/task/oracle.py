@@ -17,13 +17,13 @@ from math import comb
 
 import numpy as np
 
-from gf2env.combinatorics import (
+from gf2env.errors import GF2ConfigError
+from gf2env.task.combinatorics import (
     MAX_PAYLOAD_BITS,
     fires,
     pack_bits,
     supports_to_masks,
 )
-from gf2env.errors import GF2ConfigError
 
 SAMPLING_MODES = ("adversarial", "diagnostic", "uniform")
 # The largest instance one env holds: its terms and samples are arrays of p bytes each (64 MiB apiece

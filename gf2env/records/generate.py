@@ -1,9 +1,9 @@
 """Datasets of records: the paper's presets and ``gf2 generate``, which writes them as the paper's
-JSON, JSON Lines or Parquet (:mod:`gf2env.record_columns`), drawn a depth at a time in batches, or
-as a Hugging Face dataset folder of prompt rows with splits and a card (:mod:`gf2env.hf_dataset`).
+JSON, JSON Lines or Parquet (:mod:`gf2env.records.columns`), drawn a depth at a time in batches, or
+as a Hugging Face dataset folder of prompt rows with splits and a card (:mod:`gf2env.records.hf_dataset`).
 
 Record ``trial`` at depth ``g`` is a pure function of ``(seed, g, trial)``
-(:func:`gf2env.records.generate_record`), so a dataset is reproducible from its command line. With
+(:func:`gf2env.records.record.generate_record`), so a dataset is reproducible from its command line. With
 ``--episodes`` the records are the steps of episodes instead (:func:`_episode_groups`).
 """
 
@@ -21,14 +21,14 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from gf2env.cli import int_list, n_arg
+from gf2env.config.flags import int_list, n_arg
+from gf2env.config.settings import PER_DEPTH, TaskSettings
 from gf2env.errors import GF2ConfigError
-from gf2env.hf_dataset import DatasetSpec, Split, parse_splits, split_seed, write_dataset_folder
-from gf2env.oracle import SAMPLING_MODES, TaskConfig
-from gf2env.record_columns import RecordColumns, generate_columns, generate_episode_columns
-from gf2env.record_parquet import PARQUET_SUFFIXES, write_parquet
-from gf2env.records import check_record_count, check_seed
-from gf2env.settings import PER_DEPTH, TaskSettings
+from gf2env.records.columns import RecordColumns, generate_columns, generate_episode_columns
+from gf2env.records.hf_dataset import DatasetSpec, Split, parse_splits, split_seed, write_dataset_folder
+from gf2env.records.parquet import PARQUET_SUFFIXES, write_parquet
+from gf2env.records.record import check_record_count, check_seed
+from gf2env.task.oracle import SAMPLING_MODES, TaskConfig
 from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS
 
 
@@ -117,7 +117,7 @@ def _episode_groups(
 ) -> list[RecordColumns]:
     """``gf2 generate --episodes``: one group a depth, the record of episode ``e`` at the ``j``-th depth
     at file position ``e * len(depths) + j``: each episode's steps written together, depth ascending,
-    and each record's ``exp`` naming its episode (:func:`gf2env.records.episode_of` reads it back)."""
+    and each record's ``exp`` naming its episode (:func:`gf2env.records.record.episode_of` reads it back)."""
     bar = tqdm(total=len(depths) * trials, desc="records", unit="rec", disable=quiet)
     groups = []
     for j, g in enumerate(depths):

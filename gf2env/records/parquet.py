@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from gf2env.combinatorics import MAX_PAYLOAD_BITS
 from gf2env.errors import GF2ConfigError, MissingExtraError, RecordFormatError
-from gf2env.record_columns import RecordColumns, shapes
+from gf2env.records.columns import RecordColumns, shapes
+from gf2env.task.combinatorics import MAX_PAYLOAD_BITS
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 

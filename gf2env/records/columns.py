@@ -1,12 +1,12 @@
 """Records as columns: the records of one shape ``(n, p, d, g, K)`` held as arrays.
 
 :class:`RecordColumns` holds supports, sample bits and labels of many records, so they become a
-:class:`~gf2env.posterior.StepBatch` without a Python object per record
-(:meth:`~RecordColumns.step_batch`); :class:`LazyRecords` builds a :class:`~gf2env.records.Record`
+:class:`~gf2env.task.posterior.StepBatch` without a Python object per record
+(:meth:`~RecordColumns.step_batch`); :class:`LazyRecords` builds a :class:`~gf2env.records.record.Record`
 only when one is read. :func:`generate_columns` draws a depth's records in one batch, bit for bit
-those of :func:`gf2env.records.generate_record`; :func:`generate_episode_columns` draws the steps of
+those of :func:`gf2env.records.record.generate_record`; :func:`generate_episode_columns` draws the steps of
 episodes (one instance walked through its depths, as the environment does) instead. Files:
-:mod:`gf2env.record_files`.
+:mod:`gf2env.records.files`.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from typing import overload
 
 import numpy as np
 
-from gf2env.combinatorics import pack_bits, supports_to_masks
 from gf2env.errors import GF2ConfigError, RecordFormatError
-from gf2env.oracle import SAMPLING_MODES, TaskConfig, circuit_labels, evidence_from_uniforms
-from gf2env.posterior import StepBatch
-from gf2env.records import Record, episode_exp, episode_seed, record_rng
-from gf2env.streams import Buffers, PhiloxStream
+from gf2env.records.record import Record, episode_exp, episode_seed, record_rng
+from gf2env.stream.batch import Buffers, PhiloxStream
+from gf2env.task.combinatorics import pack_bits, supports_to_masks
+from gf2env.task.oracle import SAMPLING_MODES, TaskConfig, circuit_labels, evidence_from_uniforms
+from gf2env.task.posterior import StepBatch
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class RecordColumns:
         )  # fmt: skip
 
     def samplings(self) -> np.ndarray:
-        """Each record's sampling mode (the one rule; ``agents.harness.grid.sampling_of`` applies it to
+        """Each record's sampling mode (the one rule; ``gf2env.agents.harness.grid.sampling_of`` applies it to
         one record): named in ``exp``; else ``"diagnostic"`` for the all-ones payload then the
         one-bit-cleared ones, ``"adversarial"`` for one payload weight throughout (K > 1),
         ``"unknown"`` otherwise."""
@@ -99,7 +99,7 @@ class RecordColumns:
         return circuit_labels(self.address, pack_bits(self.payload), supports_to_masks(terms))
 
     def record(self, row: int) -> Record:
-        """Record ``row`` as a :class:`~gf2env.records.Record`."""
+        """Record ``row`` as a :class:`~gf2env.records.record.Record`."""
         return Record(
             n=self.n,
             p=self.p,
@@ -142,7 +142,8 @@ class LazyRecords(Sequence[Record]):
 
 
 def rank_supports(supports: np.ndarray, p: int) -> np.ndarray:
-    """Lexicographic ranks (int64) of ascending supports (..., k): :func:`~gf2env.combinatorics.rank_support`
+    """Lexicographic ranks (int64) of ascending supports (..., k):
+    :func:`~gf2env.task.combinatorics.rank_support`
     on an array."""
     supports = np.asarray(supports, dtype=np.int64)
     k = supports.shape[-1]
@@ -257,7 +258,7 @@ def generate_columns(
     config: TaskConfig, g: int, trials: int, seed: int, n: int | None = None
 ) -> RecordColumns:
     """Records ``0 .. trials-1`` at depth ``g`` as columns, bit for bit those of
-    :func:`gf2env.records.generate_record`: each record's generator draws its uniforms in turn, and
+    :func:`gf2env.records.record.generate_record`: each record's generator draws its uniforms in turn, and
     the supports, payloads and labels are computed for all of them at once."""
     c = config
     n = c.n if n is None else n
@@ -305,7 +306,7 @@ def generate_episode_columns(config: TaskConfig, g: int, trials: int, seed: int)
     ``gym.make("GF2Recon-v1", p, d, n, K, sampling, w, step_mode="reveal")`` shows at depth ``g``
     after ``reset(seed=episode_seed(seed, e))`` (every step reveals the term, whatever the answer).
     The instances have ``config.n`` terms, one instance an episode at every depth; ``exp`` names
-    the episode (:func:`gf2env.records.episode_exp`)."""
+    the episode (:func:`gf2env.records.record.episode_exp`)."""
     c = config
     trials = _check_trials_count(trials)
     if not 0 <= g < c.n:

@@ -1,8 +1,8 @@
-"""Compiled (numba) kernels of the ``GF2Recon-v1`` oracle: the bits of :mod:`gf2env.keyed_oracle`.
+"""Compiled (numba) kernels of the ``GF2Recon-v1`` oracle: the bits of :mod:`gf2env.stream.keyed_oracle`.
 
 One call draws the instances or the evidence of many sub-envs, Philox blocks included, and writes
 straight into the vector env's observation buffers. The NumPy functions of
-:mod:`gf2env.keyed_oracle` are the reference; the tests check these kernels equal to them bit for
+:mod:`gf2env.stream.keyed_oracle` are the reference; the tests check these kernels equal to them bit for
 bit. numba compiles on first use (a few seconds) and caches the machine code next to this file.
 """
 
@@ -14,9 +14,9 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from gf2env.keyed_oracle import SUBSET_WORD_RANGE
-from gf2env.oracle import TaskConfig
-from gf2env.philox import DOMAIN_EVIDENCE, DOMAIN_INSTANCE, ROUNDS
+from gf2env.stream.keyed_oracle import SUBSET_WORD_RANGE
+from gf2env.stream.philox import DOMAIN_EVIDENCE, DOMAIN_INSTANCE, ROUNDS
+from gf2env.task.oracle import TaskConfig
 
 SAMPLING_CODES = {"adversarial": 0, "uniform": 1, "diagnostic": 2}
 
@@ -68,7 +68,8 @@ def _fill_words(out, num, c0, c1, c2, c3, k0, k1):
 
 @numba.njit(cache=True, inline="always")
 def _subset(words, start, p, size):
-    """The uniform ``size``-subset of :func:`gf2env.keyed_oracle.subset_masks` from ``words[start:]``."""
+    """The uniform ``size``-subset of :func:`gf2env.stream.keyed_oracle.subset_masks` from
+    ``words[start:]``."""
     m = min(size, p - size)
     mask = _ZERO
     word, product = start, _ONE

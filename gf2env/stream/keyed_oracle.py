@@ -1,9 +1,9 @@
 """The step oracle on the counter-based stream (``GF2Recon-v1``): instances and evidence from words.
 
-This is the NumPy reference; :mod:`gf2env.keyed_kernel` computes the same bits in compiled code and
+This is the NumPy reference; :mod:`gf2env.stream.keyed_kernel` computes the same bits in compiled code and
 is tested equal to it. Every function takes a batch of sub-envs on the leading axis.
 
-Which words make what (all from :func:`gf2env.philox.stream_words`):
+Which words make what (all from :func:`gf2env.stream.philox.stream_words`):
 
 - Instance (domain ``DOMAIN_INSTANCE``, draw 0, part 0): term ``j`` takes words
   ``j*m .. j*m + m - 1``, ``m = min(d-1, p-d+1)``, and is a uniform ``(d-1)``-subset
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gf2env.combinatorics import fires
-from gf2env.oracle import TaskConfig
-from gf2env.philox import DOMAIN_EVIDENCE, DOMAIN_INSTANCE, mulhilo, stream_words
+from gf2env.stream.philox import DOMAIN_EVIDENCE, DOMAIN_INSTANCE, mulhilo, stream_words
+from gf2env.task.combinatorics import fires
+from gf2env.task.oracle import TaskConfig
 
 _ONE = np.uint64(1)
 
