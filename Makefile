@@ -69,14 +69,14 @@ demo: $(VENV)/.core
 	$(VENV)/bin/gf2 demo --episodes 20 --seed 0
 
 # The README's SB3 table: GF2SetPolicy with the history exact, learned and left out (200k timesteps each), the
-# MLP (1.2M), then configs/compare-sb3-small-set.yaml against A, B and D(g//2). About 15 min on 2 idle cores.
-SB3_SET := $(VENV)/bin/gf2 train sb3 --config configs/sb3-small-set.yaml
+# MLP (1.2M), then configs/compare/sb3-small-set.yaml against A, B and D(g//2). About 15 min on 2 idle cores.
+SB3_SET := $(VENV)/bin/gf2 train sb3 --config configs/train/sb3/small-set.yaml
 sb3-set-table: $(VENV)/.dev
 	$(SB3_SET)
 	$(SB3_SET) --policy-kwargs '{history: learned}' --output-dir results/sb3-small-set-learned
 	$(SB3_SET) --policy-kwargs '{history: none}' --output-dir results/sb3-small-set-none
-	$(VENV)/bin/gf2 train sb3 --config configs/sb3-small.yaml --total-timesteps 1200000
-	$(VENV)/bin/gf2 compare --config configs/compare-sb3-small-set.yaml
+	$(VENV)/bin/gf2 train sb3 --config configs/train/sb3/small.yaml --total-timesteps 1200000
+	$(VENV)/bin/gf2 compare --config configs/compare/sb3-small-set.yaml
 
 # Tool mode's sandbox is bubblewrap, from Debian's packages (root installs it here; anyone else is told how).
 bubblewrap:

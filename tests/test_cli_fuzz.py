@@ -297,9 +297,9 @@ FIT = [
 
 # --- gf2 train ------------------------------------------------------------------------------------
 # The TRL loops import torch and TRL (seconds a case): few cases, each refused before a model loads.
-GRPO = ("train", "grpo", "--config", str(REPO / "configs" / "train-grpo-smoke.yaml"))
-SFT = ("train", "sft", "--config", str(REPO / "configs" / "train-sft-smoke.yaml"))
-SB3 = ("train", "sb3", "--config", str(REPO / "configs" / "sb3-small.yaml"))
+GRPO = ("train", "grpo", "--config", str(REPO / "configs" / "train/grpo/smoke.yaml"))
+SFT = ("train", "sft", "--config", str(REPO / "configs" / "train/sft/smoke.yaml"))
+SB3 = ("train", "sb3", "--config", str(REPO / "configs" / "train/sb3/small.yaml"))
 POLICY_KWARGS = {
     "empty": EMPTY,
     "unknown-key": "{nope: 1}",

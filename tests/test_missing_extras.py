@@ -60,9 +60,9 @@ CASES = {
     "compare-sb3": (("compare", "--config", "sb3.yaml", "--quiet"), "sb3"),
     "eval-served": (("eval", *SERVED, *SMALL), "llm"),
     "eval-transformers": (("eval", "--agent", "transformers", "--model", ".", *SMALL), "hf"),
-    "train-grpo": (("train", "grpo", "--config", str(REPO / "configs/train-grpo-smoke.yaml")), "train"),
-    "train-sft": (("train", "sft", "--config", str(REPO / "configs/train-sft-smoke.yaml")), "train"),
-    "train-sb3": (("train", "sb3", "--config", str(REPO / "configs/sb3-small.yaml")), "sb3"),
+    "train-grpo": (("train", "grpo", "--config", str(REPO / "configs/train/grpo/smoke.yaml")), "train"),
+    "train-sft": (("train", "sft", "--config", str(REPO / "configs/train/sft/smoke.yaml")), "train"),
+    "train-sb3": (("train", "sb3", "--config", str(REPO / "configs/train/sb3/small.yaml")), "sb3"),
 }  # fmt: skip
 
 

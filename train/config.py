@@ -1,4 +1,4 @@
-"""The YAML of a training run (``configs/train-*.yaml``), read into dataclasses with checked keys.
+"""The YAML of a training run (``configs/train/grpo/*.yaml``, ``configs/train/sft/*.yaml``), read into dataclasses with checked keys.
 
 Sections: ``model`` (a local model folder, dtype, optional ``lora``), ``task`` (p, d, K, sampling,
 prompt id), ``curriculum`` (:func:`gf2env.train.curriculum.make_curriculum`), ``rewards`` (weights of the
@@ -109,7 +109,7 @@ def _section(obj: dict[str, Any], name: str, cls: type, path: Path, **convert: A
 def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     """Read a run from YAML; unknown keys are errors. ``overrides`` replace top-level values."""
     path = Path(path)
-    obj = read_yaml_mapping(path, "training run (configs/train-*.yaml)")
+    obj = read_yaml_mapping(path, "training run (configs/train/grpo/, configs/train/sft/)")
     check_keys(obj, _SECTIONS, str(path))
     check_bools(TrainConfig, obj, str(path))
     if "model" not in obj or not isinstance(obj["model"], dict):

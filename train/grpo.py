@@ -1,6 +1,6 @@
 """GRPO on GF2Recon with TRL, γ_g measured at every depth while it trains.
 
-    python -m gf2env.train.grpo --config configs/train-grpo-smoke.yaml [--model-path DIR] [--output-dir DIR]
+    python -m gf2env.train.grpo --config configs/train/grpo/smoke.yaml [--model-path DIR] [--output-dir DIR]
                          [--max-steps N] [--resume]
     gf2 train grpo --config ...            (the same)
 
@@ -180,7 +180,7 @@ def build_trainer(config: TrainConfig, resume: bool = False) -> tuple[Any, Path 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = run_parser("gf2 train grpo", __doc__.splitlines()[0], "configs/train-grpo-smoke.yaml")
+    parser = run_parser("gf2 train grpo", __doc__.splitlines()[0], "configs/train/grpo/smoke.yaml")
     parser.add_argument("--resume", action="store_true", help="continue from output_dir/checkpoint-*")
     args = parser.parse_args(argv)
     config = config_from_args(args)

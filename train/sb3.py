@@ -1,6 +1,6 @@
 """stable-baselines3 on the native vector env, γ_g measured at every depth while it trains.
 
-    python -m gf2env.train.sb3 --config configs/sb3-small.yaml [--algo ppo|dqn|a2c] [--output-dir DIR]
+    python -m gf2env.train.sb3 --config configs/train/sb3/small.yaml [--algo ppo|dqn|a2c] [--output-dir DIR]
                         [--total-timesteps N] [--policy-kwargs '{history: learned}']
     gf2 train sb3 --config ...            (the same)
 
@@ -82,12 +82,12 @@ def load_sb3_config(path: str | Path, policy_kwargs: str | None = None, **overri
     """Read a run from YAML (unknown keys are errors); ``overrides`` (algo, output_dir, ...) win, and
     ``policy_kwargs`` (a YAML mapping, e.g. ``"{history: none}"``) is merged into the algorithm's."""
     path = Path(path)
-    obj = read_yaml_mapping(path, "SB3 run (configs/sb3-*.yaml)")
+    obj = read_yaml_mapping(path, "SB3 run (configs/train/sb3/)")
     check_keys(obj, _KEYS, str(path))
     if "env" not in obj:  # an empty file (or another YAML file) would otherwise be a default run
         raise GF2ConfigError(
             f"{path} names no env: (the GF2Recon-v1 arguments, e.g. env: {{p: 6, d: 3, n: 4, K: 16}}; "
-            "env: {} for the defaults); see configs/sb3-small.yaml."
+            "env: {} for the defaults); see configs/train/sb3/small.yaml."
         )
     gamma = dataclass_from_mapping(
         GammaEvalSpec, obj.get("gamma"), f"{path}: gamma", convert={"depths": tuple},
@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
 
     parser = argparse.ArgumentParser(prog="gf2 train sb3", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="a YAML run, e.g. configs/sb3-small.yaml")
+    parser.add_argument("--config", required=True, help="a YAML run, e.g. configs/train/sb3/small.yaml")
     parser.add_argument("--algo", choices=SB3_ALGOS, help="override the config's algo")
     parser.add_argument("--output-dir", help="override output_dir")
     parser.add_argument("--total-timesteps", type=int, help="override total_timesteps")

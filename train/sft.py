@@ -1,6 +1,6 @@
 """Supervised warm start on teacher completions from estimator A, γ_g measured as it trains.
 
-    python -m gf2env.train.sft --config configs/train-sft-smoke.yaml [--model-path DIR] [--output-dir DIR]
+    python -m gf2env.train.sft --config configs/train/sft/smoke.yaml [--model-path DIR] [--output-dir DIR]
     gf2 train sft --config ...            (the same)
 
 The teacher is estimator A (prefix and data): for each training record it undoes the known terms on
@@ -92,7 +92,7 @@ def build_trainer(config: TrainConfig) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = run_parser("gf2 train sft", __doc__.splitlines()[0], "configs/train-sft-smoke.yaml")
+    parser = run_parser("gf2 train sft", __doc__.splitlines()[0], "configs/train/sft/smoke.yaml")
     args = parser.parse_args(argv)
     config = config_from_args(args)
     trainer = build_trainer(config)

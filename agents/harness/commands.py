@@ -291,7 +291,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmp = sub.add_parser(
         "compare", help="evaluate agents on a grid or records file; results, summary, figures"
     )
-    cmp.add_argument("--config", type=text_arg, help="a YAML comparison, e.g. configs/paper-estimators.yaml")
+    cmp.add_argument(
+        "--config", type=text_arg, help="a YAML comparison, e.g. configs/compare/paper-estimators.yaml"
+    )
     cmp.add_argument("--agents", type=name_list, help="e.g. A,B,C,D(k=3)")
     cmp.add_argument(
         "--out",
@@ -310,7 +312,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     ev.add_argument(
         "--config", metavar="PRESET",
-        help="a YAML preset whose agents to run (e.g. configs/paper-llm-qwen3-4b-instruct.yaml); "
+        help="a YAML preset whose agents to run (e.g. configs/eval/paper-qwen3-4b-instruct.yaml); "
         "--base-url and --model then replace its served models' own",
     )  # fmt: skip
     ev.add_argument("--model", help="served model name, or a model folder for vllm-offline/transformers")

@@ -1,6 +1,6 @@
 """``gf2 compare``: agents × settings (or a records file) → results table, summary, figures.
 
-A comparison is described by a YAML file (``configs/*.yaml``) or the same keys on the command line::
+A comparison is described by a YAML file (``configs/compare/*.yaml``) or the same keys on the command line::
 
     agents: [A, B, B-exact, C, "D(g//2)", decoder]   # estimator names, and LLMs:
     #   - llm: {backend: vllm, model: Qwen/Qwen3-8B, base_url: http://127.0.0.1:8000}   (agents/llm/agent.py)
@@ -150,7 +150,7 @@ def agent_from_config(item: Any, path: Path) -> str | LLMSpec | SB3Spec:
     return str(item)
 
 
-# What `gf2 compare` runs with no config and no agents: the README's main job (configs/paper-estimators.yaml
+# What `gf2 compare` runs with no config and no agents: the README's main job (configs/compare/paper-estimators.yaml
 # holds the same, to edit and copy). About 25 s on one core: 6 estimators x 8 depths x 2000 records + the fit.
 DEFAULT_CONFIG = """\
 description: >

@@ -90,12 +90,12 @@ def test_run_compare_writes_results_summary_and_figures(tmp_path):
 
 
 def test_presets_load_and_match_the_issue():
-    config = load_config(ROOT / "configs" / "paper-estimators.yaml")
+    config = load_config(ROOT / "configs" / "compare/paper-estimators.yaml")
     assert config.grid.p == (12,) and config.grid.d == (4,) and config.grid.K == (32,)
     assert config.grid.depths == (0, 1, 3, 7, 15, 31, 63, 127) and config.grid.trials == 2000
     assert {"A", "B", "C", "D(g//2)"} <= {a.name for a in make_agents(config.agents)}
-    for path in sorted((ROOT / "configs").glob("*.yaml")):
-        if not path.name.startswith(("train-", "sb3-")):  # training runs (tests/test_*train.py)
+    for folder in ("compare", "eval"):  # configs/train/ holds training runs (tests/train/)
+        for path in sorted((ROOT / "configs" / folder).glob("*.yaml")):
             load_config(path)
 
 
@@ -219,7 +219,7 @@ def test_compare_on_the_papers_reference_file(tmp_path):
 def test_the_embedded_default_is_the_paper_estimators_preset():
     from gf2env.agents.harness.compare import default_config
 
-    assert default_config() == load_config(ROOT / "configs" / "paper-estimators.yaml")
+    assert default_config() == load_config(ROOT / "configs" / "compare/paper-estimators.yaml")
 
 
 def test_d_curve_is_estimator_d_on_the_same_records():

@@ -226,7 +226,7 @@ def start(srv: FaultServer) -> FaultServer:
 @needs_bwrap
 @pytest.mark.parametrize("mode", ["paper-solver", "paper-solver-unclosed"])
 def test_a_paper_preset_sends_the_papers_requests(tmp_path, mode):
-    preset = ROOT / "configs" / "paper-llm-qwen3-4b-instruct.yaml"
+    preset = ROOT / "configs" / "eval/paper-qwen3-4b-instruct.yaml"
     config = load_config(preset)
     assert [(a.concurrency, a.timeout, len(a.base_urls)) for a in config.agents] == [(64, 3600, 2)] * 2
     servers = [start(FaultServer()), start(FaultServer())]
@@ -288,7 +288,7 @@ def test_a_tool_protocol_without_tool_mode_is_refused():
 
 
 def test_eval_config_refuses_an_agent_flag_too():
-    cmd = [sys.executable, "-m", "gf2env", "eval", "--config", "configs/paper-llm-qwen3-4b-instruct.yaml",
+    cmd = [sys.executable, "-m", "gf2env", "eval", "--config", "configs/eval/paper-qwen3-4b-instruct.yaml",
            "--agent", "vllm"]  # fmt: skip
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert run.returncode != 0 and "drop --agent vllm" in run.stderr
@@ -301,7 +301,7 @@ def test_eval_config_refuses_an_agent_flag_too():
     "name", ["qwen3-4b-instruct", "qwen3-4b-thinking", "qwen3-30b-a3b-instruct", "qwen3-30b-a3b-thinking"]
 )
 def test_every_paper_preset_is_the_papers_run(name):
-    config = load_config(ROOT / "configs" / f"paper-llm-{name}.yaml")
+    config = load_config(ROOT / "configs" / "eval" / f"paper-{name}.yaml")
     plain, tools = config.agents
     for agent in (plain, tools):
         assert (agent.prompt_id, agent.system, agent.samples) == ("paper", "", 1)

@@ -21,7 +21,7 @@ from gf2env.train.gamma_log import read_gamma_csv  # noqa: E402
 from gf2env.train.sb3 import load_sb3_config  # noqa: E402
 from tests.paths import REPO as ROOT
 
-SMALL = ROOT / "configs" / "sb3-small.yaml"
+SMALL = ROOT / "configs" / "train/sb3/small.yaml"
 CONFIG = """\
 env: {{p: 6, d: 3, n: 4, K: 8, sampling: adversarial, step_mode: reveal}}
 num_envs: 4

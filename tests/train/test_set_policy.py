@@ -178,12 +178,12 @@ def test_policy_names_resolve_in_one_place(tmp_path):
     with pytest.raises(GF2ConfigError, match="GF2SetPolicy"):
         resolve_policy("SetPolicy", "ppo")
     assert resolve_policy("GF2SetPolicy", "dqn") is GF2SetQPolicy
-    config = load_sb3_config(ROOT / "configs" / "sb3-small-set.yaml", output_dir=str(tmp_path))
+    config = load_sb3_config(ROOT / "configs" / "train/sb3/small-set.yaml", output_dir=str(tmp_path))
     config.hyper["policy_kwargs"]["d"] = 4
     with pytest.raises(GF2ConfigError, match="env's d=3"):
         build_model(config)
-    for name in ("sb3-small-set.yaml", "sb3-p12-set.yaml"):
-        config = load_sb3_config(ROOT / "configs" / name, output_dir=str(tmp_path))
+    for name in ("small-set.yaml", "p12-set.yaml"):
+        config = load_sb3_config(ROOT / "configs" / "train" / "sb3" / name, output_dir=str(tmp_path))
         assert isinstance(build_model(config).policy, GF2SetPolicy)
 
 
@@ -253,7 +253,7 @@ def test_the_q_policy_scores_candidates_with_the_set_head(tmp_path):
 
 
 def test_policy_kwargs_from_the_command_line_merge_into_the_configs(tmp_path):
-    path = ROOT / "configs" / "sb3-small-set.yaml"
+    path = ROOT / "configs" / "train/sb3/small-set.yaml"
     config = load_sb3_config(path, "{history: none, hidden: 16}", output_dir=str(tmp_path))
     assert config.hyper["policy_kwargs"] == {
         "hidden": 16,
@@ -273,7 +273,7 @@ def test_the_policy_learns_to_use_the_history(tmp_path):
     """With the prefix encoded per known term and nothing computed for it, PPO learns the residual:
     at g=3 it is far above what the samples alone give (estimator B: about 0.32)."""
     config = load_sb3_config(
-        ROOT / "configs" / "sb3-small-set.yaml", "{history: learned}", output_dir=str(tmp_path)
+        ROOT / "configs" / "train/sb3/small-set.yaml", "{history: learned}", output_dir=str(tmp_path)
     )
     model = build_model(config)  # the preset's PPO, as `gf2 train sb3 --policy-kwargs` builds it
     model.learn(40_000)

@@ -26,7 +26,7 @@ from gf2env.train.rewards import correct_term_reward, format_reward  # noqa: E40
 from gf2env.train.tiny_lm import build_tiny_model  # noqa: E402
 from tests.paths import REPO as ROOT
 
-SMOKE = ROOT / "configs" / "train-grpo-smoke.yaml"
+SMOKE = ROOT / "configs" / "train/grpo/smoke.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +167,7 @@ def test_sft_with_lora_on_teacher_traces_lowers_the_loss(smollm2, tmp_path):
     tool_rows = teacher_rows(TaskSpec(p=6, d=3, K=8), (1,), 2, seed=0, tools=True)
     assert tool_rows[0]["completion"][0]["content"].startswith("```python\n")
     config = load_train_config(
-        ROOT / "configs" / "train-sft-smoke.yaml", model_path=smollm2, output_dir=tmp_path
+        ROOT / "configs" / "train/sft/smoke.yaml", model_path=smollm2, output_dir=tmp_path
     )
     config.model = dataclasses.replace(config.model, lora={"r": 8, "lora_alpha": 16})
     config.trainer["max_steps"] = 8
@@ -213,13 +213,20 @@ def test_every_training_preset_loads_and_names_real_trl_options():
 
     from trl import GRPOConfig, SFTConfig
 
-    presets = sorted((ROOT / "configs").glob("train-*.yaml"))
-    names = {"grpo-smoke", "sft-smoke", "cpu-demo-sft", "cpu-demo-grpo", "grpo-qwen3-4b-lora",
-             "grpo-qwen3-4b-full"}  # fmt: skip
-    assert {p.name for p in presets} >= {f"train-{n}.yaml" for n in names}
+    presets = sorted([*(ROOT / "configs" / "train" / "grpo").glob("*.yaml"),
+                      *(ROOT / "configs" / "train" / "sft").glob("*.yaml")])  # fmt: skip
+    names = {
+        "grpo/smoke",
+        "sft/smoke",
+        "sft/cpu-demo",
+        "grpo/cpu-demo",
+        "grpo/qwen3-4b-lora",
+        "grpo/qwen3-4b-full",
+    }
+    assert {f"{p.parent.name}/{p.stem}" for p in presets} >= names
     for path in presets:
         config = load_train_config(path)
-        options = {f.name for f in dataclasses.fields(SFTConfig if "sft" in path.name else GRPOConfig)}
+        options = {f.name for f in dataclasses.fields(SFTConfig if path.parent.name == "sft" else GRPOConfig)}
         assert set(config.trainer) <= options, (path.name, set(config.trainer) - options)
 
 
