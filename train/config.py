@@ -1,4 +1,5 @@
-"""The YAML of a training run (``configs/train/grpo/*.yaml``, ``configs/train/sft/*.yaml``), read into dataclasses with checked keys.
+"""The YAML of a TRL training run (``configs/train/grpo/``, ``configs/train/sft/``), read into dataclasses
+with checked keys.
 
 Sections: ``model`` (a local model folder, dtype, optional ``lora``), ``task`` (p, d, K, sampling,
 prompt id), ``curriculum`` (:func:`gf2env.train.curriculum.make_curriculum`), ``rewards`` (weights of the
