@@ -151,7 +151,8 @@ def agent_from_config(item: Any, path: Path) -> str | LLMSpec | SB3Spec:
 
 
 # What `gf2 compare` runs with no config and no agents: the README's main job
-# (configs/compare/paper-estimators.yaml holds the same, to edit and copy). About 25 s on one core: 6 estimators x 8 depths x 2000 records + the fit.
+# (configs/compare/paper-estimators.yaml holds the same, to edit and copy). About 25 s on one core:
+# 6 estimators x 8 depths x 2000 records + the fit.
 DEFAULT_CONFIG = """\
 description: >
   The paper's estimator curves (its Figure 3): estimators A (diligent), B (data only, the paper's
