@@ -29,6 +29,7 @@ import numpy as np
 
 from gf2env.agents.llm.tool_mode import run_report
 from gf2env.agents.sandbox import Sandbox, Workspace, record_view
+from gf2env.config.settings import DEPTH_LADDER
 from gf2env.errors import GF2ConfigError
 from gf2env.records.record import Record, generate_record
 from gf2env.task.oracle import TaskConfig
@@ -73,7 +74,7 @@ class GF2ToolEnvironment:
         workspace: bool = True,
         prompt_id: str = PAPER_PROMPT_ID,
         max_tool_calls: int = 11,
-        depths: Sequence[int] = (0, 1, 3, 7, 15, 31),
+        depths: Sequence[int] = DEPTH_LADDER,
         p: int = 12,
         d: int = 4,
         K: int = 32,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gf2env.config.flags import count_arg, int_list, n_arg, name_list, text_arg
-from gf2env.config.settings import PER_DEPTH
+from gf2env.config.settings import DEPTH_LADDER, PER_DEPTH
 from gf2env.errors import GF2ConfigError
 from gf2env.records.record import MAX_RECORDS
 from gf2env.task.oracle import SAMPLING_MODES
@@ -86,7 +86,7 @@ def compare_config(
         records = base.records
     grid = base.grid if base and not records else None
     if records is None and (grid is None or given):
-        start = grid or default_grid or Grid(depths=(0, 1, 3, 7, 15, 31), trials=200)
+        start = grid or default_grid or Grid(depths=DEPTH_LADDER, trials=200)
         n = given.get("n", PER_DEPTH if start.n is None else start.n)
         episodes = given.get("episodes", start.episodes)
         if episodes and given.get("n") == PER_DEPTH:

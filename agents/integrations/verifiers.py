@@ -42,7 +42,7 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 
 from gf2env.agents.llm.tool_mode import answer_form, run_report, tool_protocol
 from gf2env.agents.sandbox import ISOLATIONS, Sandbox, record_view
-from gf2env.config.settings import TaskSettings, check_depths
+from gf2env.config.settings import DEPTH_LADDER, TaskSettings, check_depths
 from gf2env.records.record import Record, generate_record
 from gf2env.records.rows import prompt_row
 from gf2env.text.answers import FAILURE_CLASSES, Score, score_answer
@@ -171,7 +171,7 @@ class GF2TasksetConfig(vf.TasksetConfig):
     d: int = 4
     K: int = 32
     sampling: str = "adversarial"
-    depths: list[int] = Field(default_factory=lambda: [0, 1, 3, 7, 15, 31])
+    depths: list[int] = Field(default_factory=lambda: list(DEPTH_LADDER))
     trials: int = 200
     seed: int = 0
     prompt: str = PAPER_PROMPT_ID
@@ -234,7 +234,7 @@ def load_environment(
     p: int = 12,
     d: int = 4,
     K: int = 32,
-    depths: list[int] | tuple[int, ...] = (0, 1, 3, 7, 15, 31),
+    depths: list[int] | tuple[int, ...] = DEPTH_LADDER,
     prompt: str = PAPER_PROMPT_ID,
     tools: bool = False,
     trials: int = 200,

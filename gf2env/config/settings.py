@@ -25,6 +25,8 @@ from gf2env.errors import GF2ConfigError
 from gf2env.task.oracle import TaskConfig
 
 PER_DEPTH = "g+1"  # n = g + 1 terms at each depth: only the first g + 1 matter to a step
+#: The paper's depth ladder g = 2^k - 1 (its small-depth grid); its estimator figures go on to 63 and 127.
+DEPTH_LADDER = (0, 1, 3, 7, 15, 31)
 MAX_CONFIG_BYTES = 1 << 20  # a settings file is a few hundred lines; anything larger is not one
 
 T = TypeVar("T")

@@ -28,7 +28,7 @@ import operator
 from dataclasses import dataclass
 from typing import Any
 
-from gf2env.config.settings import PER_DEPTH, TaskSettings, check_depths
+from gf2env.config.settings import DEPTH_LADDER, PER_DEPTH, TaskSettings, check_depths
 from gf2env.errors import GF2ConfigError, MissingExtraError
 from gf2env.records.record import generate_record, mixed_depth
 from gf2env.records.rows import prompt_row
@@ -45,8 +45,6 @@ except ImportError as err:
     ) from None
 
 DATASET_NAME = "gf2_recon"
-#: The curriculum's depth ladder: level k mixes the first k + 1 rungs (the paper's small-depth grid).
-DEPTH_LADDER = (0, 1, 3, 7, 15, 31)
 
 
 @dataclass

@@ -22,7 +22,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gf2env.config.flags import int_list, n_arg
-from gf2env.config.settings import PER_DEPTH, TaskSettings
+from gf2env.config.settings import DEPTH_LADDER, PER_DEPTH, TaskSettings
 from gf2env.errors import GF2ConfigError
 from gf2env.records.columns import RecordColumns, generate_columns, generate_episode_columns
 from gf2env.records.hf_dataset import DatasetSpec, Split, parse_splits, split_seed, write_dataset_folder
@@ -44,7 +44,7 @@ class DatasetPreset:
 
 PRESETS = {
     # The paper's estimator / small-depth LLM grid: n = 32 address bits at every depth.
-    "paper-small": DatasetPreset(depths=(0, 1, 3, 7, 15, 31), trials=500, n=32),
+    "paper-small": DatasetPreset(depths=DEPTH_LADDER, trials=500, n=32),
     # The paper's large-depth LLM files: n = g + 1 address bits.
     "paper-large": DatasetPreset(depths=(63, 127), trials=10, n=None),
 }
