@@ -14,16 +14,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b
-from math import comb
 from typing import overload
 
 import numpy as np
 
 from gf2env.errors import GF2ConfigError, RecordFormatError
-from gf2env.records.record import Record, episode_exp, episode_seed, record_rng
+from gf2env.records.record import Record, episode_exp, episode_seed, labels_from_terms, record_rng
 from gf2env.stream.batch import Buffers, PhiloxStream
-from gf2env.task.combinatorics import pack_bits, supports_to_masks
-from gf2env.task.oracle import SAMPLING_MODES, TaskConfig, circuit_labels, evidence_from_uniforms
+from gf2env.task.combinatorics import supports_to_masks
+from gf2env.task.oracle import SAMPLING_MODES, TaskConfig, evidence_from_uniforms
 from gf2env.task.posterior import StepBatch
 
 
@@ -81,22 +80,14 @@ class RecordColumns:
 
     def step_batch(self) -> StepBatch:
         """The records as one batch (what :meth:`StepBatch.from_records` gives, from arrays)."""
-        g = self.g
-        return StepBatch(
-            p=self.p,
-            d=self.d,
-            prefix=supports_to_masks(self.prefix) if g else np.zeros((self.R, 0), dtype=np.uint64),
-            address=self.address[:, :, :g].astype(bool),
-            payload=pack_bits(self.payload),
-            labels=self.labels,
-            target=rank_supports(self.target, self.p),
+        return StepBatch.from_supports(
+            self.p, self.d, self.prefix, self.address, self.payload, self.labels, self.target
         )
 
     def recomputed_labels(self) -> np.ndarray:
         """(R, K) labels evaluated from each record's prefix and target on its samples (one numpy
         pass; :meth:`Record.recomputed_labels` for all rows): oracle data has them equal ``labels``."""
-        terms = np.concatenate([self.prefix, self.target[:, None, :]], axis=1)  # (R, g + 1, d - 1)
-        return circuit_labels(self.address, pack_bits(self.payload), supports_to_masks(terms))
+        return labels_from_terms(self.address, self.payload, self.prefix, self.target)
 
     def record(self, row: int) -> Record:
         """Record ``row`` as a :class:`~gf2env.records.record.Record`."""
@@ -139,18 +130,6 @@ class LazyRecords(Sequence[Record]):
 
     def __iter__(self) -> Iterator[Record]:
         return (self.columns.record(j) for j in range(len(self)))
-
-
-def rank_supports(supports: np.ndarray, p: int) -> np.ndarray:
-    """Lexicographic ranks (int64) of ascending supports (..., k):
-    :func:`~gf2env.task.combinatorics.rank_support`
-    on an array."""
-    supports = np.asarray(supports, dtype=np.int64)
-    k = supports.shape[-1]
-    table = np.array([[comb(a, b) for b in range(k + 1)] for a in range(p + 1)], dtype=np.int64)
-    pos = np.arange(k)
-    colex = table[p - 1 - supports, k - pos].sum(axis=-1)
-    return comb(p, k) - 1 - colex
 
 
 def shapes(n: np.ndarray, p: np.ndarray, d: np.ndarray, g: np.ndarray, K: np.ndarray) -> Iterator[np.ndarray]:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from gf2env.errors import GF2ConfigError, InvalidActionError, RecordFormatError
-from gf2env.task.combinatorics import MAX_PAYLOAD_BITS
+from gf2env.task.combinatorics import MAX_PAYLOAD_BITS, pack_bits, supports_to_masks
 from gf2env.task.oracle import (
     Evidence,
     Instance,
@@ -62,8 +62,8 @@ class Record:
 
     def recomputed_labels(self) -> np.ndarray:
         """Labels evaluated from the prefix and target on the samples (they equal ``labels``)."""
-        inst = self.instance()
-        return circuit_labels(self.address, self.evidence.payload_masks, inst.masks)
+        prefix = np.array(self.prefix, dtype=np.int64).reshape(self.g, self.d - 1)
+        return labels_from_terms(self.address, self.payload, prefix, np.array(self.target, dtype=np.int64))
 
     @classmethod
     def from_step(cls, instance: Instance, evidence: Evidence, exp: str = "grid") -> Record:
@@ -136,6 +136,16 @@ class Record:
             labels=labels,
             exp=exp,
         )
+
+
+def labels_from_terms(
+    address: np.ndarray, payload: np.ndarray, prefix: np.ndarray, target: np.ndarray
+) -> np.ndarray:
+    """The labels that the known terms (``prefix`` supports ``(..., g, d - 1)``, then ``target``
+    ``(..., d - 1)``) give on the samples (``address`` ``(..., K, >= g + 1)``, ``payload`` ``(..., K, p)``):
+    of one record or, with a leading axis, of many. Oracle data has them equal its labels."""
+    terms = np.concatenate([prefix, target[..., None, :]], axis=-2)
+    return circuit_labels(address, pack_bits(payload), supports_to_masks(terms))
 
 
 def short_repr(value: Any, limit: int = 60) -> str:

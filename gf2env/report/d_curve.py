@@ -9,7 +9,6 @@ first ``k`` terms: the terms are exchangeable); :class:`DCurve` holds, checks an
 from __future__ import annotations
 
 import csv
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,35 +19,12 @@ from tqdm import tqdm
 
 from gf2env.errors import GF2ConfigError
 from gf2env.records.columns import generate_columns
-from gf2env.report.schema import D_CURVE, read_csv_text
+from gf2env.report.schema import D_CURVE, read_csv_text, to_float, to_int
 from gf2env.task.oracle import TaskConfig
 from gf2env.task.posterior import StepBatch, composite_log_likelihood, known_terms, normalise
 
 CURVE_ABOUT = ("sampling", "p", "d", "K", "trials", "seed")
 """The columns of a D curve CSV beyond ``g, k, gamma`` that say what it was simulated on."""
-
-
-def as_int(x: Any, what: str) -> int:
-    """``x`` as an int (accepts ``3``, ``3.0``, ``"3"``), else a typed error naming ``what``."""
-    if isinstance(x, (bool, np.bool_)):
-        raise GF2ConfigError(f"{what}={x!r} is a boolean; pass an integer.")
-    try:
-        f = float(x)
-    except (TypeError, ValueError) as err:
-        raise GF2ConfigError(f"{what}={x!r} is not a number; pass an integer.") from err
-    if not math.isfinite(f) or f != int(f):
-        raise GF2ConfigError(f"{what}={x!r} is not an integer; pass an integer.")
-    return int(f)
-
-
-def as_float(x: Any, what: str) -> float:
-    try:
-        f = float(x)
-    except (TypeError, ValueError) as err:
-        raise GF2ConfigError(f"{what}={x!r} is not a number; pass a finite number.") from err
-    if not math.isfinite(f):
-        raise GF2ConfigError(f"{what}={x!r} is not finite; pass a finite number.")
-    return f
 
 
 def readonly(a: np.ndarray) -> np.ndarray:
@@ -79,21 +55,21 @@ class DCurve:
     about: tuple[tuple[str, str | int], ...] = ()
 
     def __post_init__(self) -> None:
-        depths = tuple(as_int(g, "DCurve depth") for g in self.depths)
+        depths = tuple(to_int(g, "depth", "DCurve") for g in self.depths)
         if not depths:
             raise GF2ConfigError("DCurve has no depths; pass at least one tabulated depth.")
         if len(set(depths)) != len(depths):
             raise GF2ConfigError(f"DCurve depths {depths} repeat a depth; pass each depth once.")
         if min(depths) < 0:
             raise GF2ConfigError(f"DCurve depths {depths} include a negative depth; depths are g >= 0.")
-        keys = {as_int(g, "DCurve table key") for g in self.table}
+        keys = {to_int(g, "table key", "DCurve") for g in self.table}
         if keys != set(depths):
             raise GF2ConfigError(
                 f"DCurve table has depths {sorted(keys)} but depths={sorted(depths)}; pass the same depths."
             )
         table: dict[int, np.ndarray] = {}
         for key, row in self.table.items():
-            g = as_int(key, "DCurve table key")
+            g = to_int(key, "table key", "DCurve")
             arr = np.asarray(row, dtype=float)
             if arr.shape != (g + 1,):
                 raise GF2ConfigError(
@@ -106,7 +82,7 @@ class DCurve:
         object.__setattr__(self, "table", {g: table[g] for g in sorted(depths)})
 
     def _check_depth(self, g: Any) -> int:
-        gi = as_int(g, "depth g")
+        gi = to_int(g, "g", "DCurve.value")
         if gi not in self.table:
             raise GF2ConfigError(
                 f"depth g={g!r} is not tabulated in this DCurve (it has depths {list(self.depths)}); "
@@ -117,7 +93,7 @@ class DCurve:
     def value(self, g: int, k: float) -> float:
         """``γ_D(g, k)`` for real ``0 <= k <= g``, linear between the neighbouring integers."""
         gi = self._check_depth(g)
-        kf = as_float(k, "k")
+        kf = to_float(k, "k", "DCurve.value")
         if not 0 <= kf <= gi:
             raise GF2ConfigError(f"k={k!r} is outside [0, g] = [0, {gi}]; pass 0 <= k <= g.")
         return float(self._interp(gi, np.asarray(kf)))
@@ -152,8 +128,8 @@ class DCurve:
                 if len(row) != 3:
                     raise GF2ConfigError(f"DCurve row {i} {tuple(row)} is not a (g, k, gamma) triple.")
                 g_raw, k_raw, gam_raw = row
-            g, k = as_int(g_raw, f"row {i} g"), as_int(k_raw, f"row {i} k")
-            gam = as_float(gam_raw, f"row {i} gamma")
+            g, k = to_int(g_raw, "g", f"DCurve row {i}"), to_int(k_raw, "k", f"DCurve row {i}")
+            gam = to_float(gam_raw, "gamma", f"DCurve row {i}")
             if not 0 <= k <= g:
                 raise GF2ConfigError(f"DCurve row {i} has k={k} outside [0, g={g}]; pass 0 <= k <= g.")
             if k in cells.setdefault(g, {}):
@@ -197,7 +173,7 @@ class DCurve:
                     f"CSV {str(path)!r} column {name} holds {sorted(seen)}; a curve is of one setting."
                 )
             (cell,) = seen
-            about.append((name, cell if name == "sampling" else as_int(cell, f"{path} {name}")))
+            about.append((name, cell if name == "sampling" else to_int(cell, name, str(path))))
         return cls(curve.depths, curve.table, tuple(about))
 
 

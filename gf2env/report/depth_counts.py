@@ -15,33 +15,25 @@ from typing import Any
 import numpy as np
 
 from gf2env.errors import GF2ConfigError
-from gf2env.report.d_curve import as_float, as_int, read_csv_rows, readonly
-from gf2env.report.schema import DEPTH_COUNTS
+from gf2env.report.d_curve import read_csv_rows, readonly
+from gf2env.report.schema import DEPTH_COUNTS, to_flag, to_float, to_int
 
 VALUE_COLUMNS = ("correct", "gamma")
 
 
-def _parse_correct(x: Any, what: str) -> float:
-    if isinstance(x, str):
-        s = x.strip().lower()
-        if s in ("true", "1", "1.0"):
-            return 1.0
-        if s in ("false", "0", "0.0"):
-            return 0.0
-        raise GF2ConfigError(f"{what}={x!r} is not a boolean; pass True/False or 1/0.")
-    f = as_float(x, what)
-    if f not in (0.0, 1.0):
-        raise GF2ConfigError(f"{what}={x!r} is not a boolean; pass True/False or 1/0.")
-    return f
-
-
-def _parse_gamma(x: Any, what: str) -> float:
+def _parse_gamma(x: Any, where: str) -> float:
     if isinstance(x, str) and not x.strip():
-        raise GF2ConfigError(f"{what} is empty; every selected row needs a gamma (or use value='correct').")
-    f = as_float(x, what)
+        raise GF2ConfigError(
+            f"{where}: gamma is empty; every selected row needs a gamma (or use value='correct')."
+        )
+    f = to_float(x, "gamma", where)
     if not 0 <= f <= 1:
-        raise GF2ConfigError(f"{what}={x!r} is outside [0, 1]; gamma is a probability.")
+        raise GF2ConfigError(f"{where}: gamma={x!r} is outside [0, 1]; gamma is a probability.")
     return f
+
+
+def _parse_correct(x: Any, where: str) -> float:
+    return float(to_flag(x, "correct", where))
 
 
 def _select_agent(
@@ -72,7 +64,7 @@ class DepthCounts:
     agent: str | None = None
 
     def __post_init__(self) -> None:
-        depths = tuple(as_int(g, "depth") for g in self.depths)
+        depths = tuple(to_int(g, "depth", "DepthCounts") for g in self.depths)
         s = np.asarray(self.successes, dtype=float)
         t_raw = np.asarray(self.trials, dtype=float)
         if s.shape != (len(depths),) or t_raw.shape != (len(depths),):
@@ -135,8 +127,8 @@ class DepthCounts:
         sums: dict[int, float] = {}
         counts: dict[int, int] = {}
         for i, r in enumerate(chosen):
-            g = as_int(r["g"], f"result row {i} g")
-            sums[g] = sums.get(g, 0.0) + parse(r[value], f"result row {i} {value}")
+            g = to_int(r["g"], "g", f"result row {i}")
+            sums[g] = sums.get(g, 0.0) + parse(r[value], f"result row {i}")
             counts[g] = counts.get(g, 0) + 1
         depths = tuple(sorted(sums))
         return cls(
@@ -160,9 +152,9 @@ class DepthCounts:
             if "agent" in cols:
                 chosen, agent = _select_agent(chosen, agent, source)
             return cls(
-                depths=tuple(as_int(r["g"], f"{source} g") for r in chosen),
-                successes=np.array([as_float(r["successes"], f"{source} successes") for r in chosen]),
-                trials=np.array([as_float(r["trials"], f"{source} trials") for r in chosen]),
+                depths=tuple(to_int(r["g"], "g", source) for r in chosen),
+                successes=np.array([to_float(r["successes"], "successes", source) for r in chosen]),
+                trials=np.array([to_float(r["trials"], "trials", source) for r in chosen]),
                 agent=agent,
             )
         if {"agent", "g", value} <= cols:

@@ -36,9 +36,9 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from gf2env.errors import GF2ConfigError, RecordFormatError
-from gf2env.report.d_curve import DCurve, as_float, readonly, simulate_d_curve
+from gf2env.report.d_curve import DCurve, readonly, simulate_d_curve
 from gf2env.report.depth_counts import DepthCounts
-from gf2env.report.schema import FITS, read_table
+from gf2env.report.schema import FITS, read_table, to_float
 from gf2env.task.oracle import TaskConfig
 
 Model = Literal["proportional", "constant"]
@@ -70,7 +70,7 @@ def paper_k(k_eff: np.ndarray | float, g: int) -> np.ndarray:
 def _check_param(model: Any, param: Any) -> float:
     if model not in MODELS:
         raise GF2ConfigError(f"model={model!r} is not one of {list(MODELS)}.")
-    x = as_float(param, "u" if model == "proportional" else "v")
+    x = to_float(param, "u" if model == "proportional" else "v", f"the {model} model")
     if model == "proportional" and not 0 <= x <= 1:
         raise GF2ConfigError(f"u={param!r} is outside [0, 1]; the proportional model needs 0 <= u <= 1.")
     if model == "constant" and x < 0:

@@ -34,12 +34,14 @@ ErrorType = Callable[[str], Exception]
 class Column:
     """A named, typed column (``int``, ``float`` or ``str``); ``optional`` cells may be blank (a
     blank number reads back as ``None``, a blank string as ``""``). An ``added`` column came after
-    files were first written: a file or row without it reads as if its cells were blank."""
+    files were first written: a file or row without it reads as if its cells were blank. A ``flag`` is
+    an ``int`` column of 0 and 1 that also takes booleans (:func:`to_flag`)."""
 
     name: str
     kind: type
     optional: bool = False
     added: bool = False
+    flag: bool = False
 
     def __post_init__(self) -> None:
         assert self.optional or not self.added, f"column {self.name}: an added column is optional"
@@ -80,6 +82,8 @@ class Table:
                 out[col.name] = to_str(value, col.name, where, error, required=not col.optional)
             elif col.optional and is_blank(value):
                 out[col.name] = None
+            elif col.flag:
+                out[col.name] = to_flag(value, col.name, where, error)
             elif col.kind is int:
                 out[col.name] = to_int(value, col.name, where, error)
             elif col.kind is float:
@@ -117,7 +121,7 @@ RESULTS = Table(
         Column("trial", int),
         Column("seed", int, optional=True),  # blank for records files
         Column("gamma", float),
-        Column("correct", int),
+        Column("correct", int, flag=True),
         Column("action", int),
         Column("target", int),
         Column("num_candidates", int),
@@ -195,9 +199,12 @@ def is_blank(value: Any) -> bool:
     return isinstance(value, (float, np.floating)) and math.isnan(value)
 
 
-def to_int(value: Any, column: str, where: str, error: ErrorType) -> int:
-    """A cell as an int (bools, integral floats and integer strings too), else ``error``."""
-    if isinstance(value, (bool, np.bool_, int, np.integer)):
+def to_int(value: Any, column: str, where: str, error: ErrorType = GF2ConfigError) -> int:
+    """A cell as an int (integral floats and integer strings too), else ``error``. A boolean is not a
+    count or a depth: it is refused here (a 0/1 column is a flag, :func:`to_flag`)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise error(f"{where}: {column}={value!r} is a boolean; give {column} as an int.")
+    if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
         return int(value)
@@ -209,7 +216,27 @@ def to_int(value: Any, column: str, where: str, error: ErrorType) -> int:
     raise error(f"{where}: {column}={value!r} is not an integer; give {column} as an int.")
 
 
-def to_float(value: Any, column: str, where: str, error: ErrorType) -> float:
+def to_flag(value: Any, column: str, where: str, error: ErrorType = GF2ConfigError) -> int:
+    """A 0/1 cell as an int: ``True``/``False``, the numbers 0 and 1, or the texts ``0``, ``1``,
+    ``true``, ``false`` (any case), else ``error``."""
+    number = value
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        flag = {"true": 1, "false": 0}.get(text)
+        if flag is not None:
+            return flag
+        try:
+            number = float(text)
+        except ValueError:
+            pass
+    if isinstance(number, (int, np.integer, float, np.floating)) and number in (0, 1):
+        return int(number)
+    raise error(f"{where}: {column}={value!r} is not 0 or 1; give {column} as 1/0 or True/False.")
+
+
+def to_float(value: Any, column: str, where: str, error: ErrorType = GF2ConfigError) -> float:
     """A cell as a finite float, else ``error``."""
     try:
         out = float(value.strip() if isinstance(value, str) else value)

@@ -39,6 +39,16 @@ def rank_support(indices: Sequence[int], p: int) -> int:
     return comb(p, k) - 1 - colex
 
 
+def rank_supports(supports: np.ndarray, p: int) -> np.ndarray:
+    """Lexicographic ranks (int64) of ascending supports ``(..., k)``: :func:`rank_support` on an array."""
+    supports = np.asarray(supports, dtype=np.int64)
+    k = supports.shape[-1]
+    table = np.array([[comb(a, b) for b in range(k + 1)] for a in range(p + 1)], dtype=np.int64)
+    pos = np.arange(k)
+    colex = table[p - 1 - supports, k - pos].sum(axis=-1)
+    return comb(p, k) - 1 - colex
+
+
 def unrank_support(rank: int, p: int, k: int) -> tuple[int, ...]:
     """The support of lexicographic rank ``rank`` among the ``C(p, k)`` supports."""
     total = comb(p, k)

@@ -49,6 +49,7 @@ from gf2env.task.combinatorics import (
     fires,
     pack_bits,
     rank_support,
+    rank_supports,
     supports_to_masks,
     unpack_bits,
 )
@@ -170,6 +171,31 @@ class StepBatch:
         return [self.take(slice(i, i + size)) for i in range(0, self.R, size)]
 
     @classmethod
+    def from_supports(
+        cls,
+        p: int,
+        d: int,
+        prefix: np.ndarray,
+        address: np.ndarray,
+        payload: np.ndarray,
+        labels: np.ndarray,
+        target: np.ndarray,
+    ) -> StepBatch:
+        """The batch of ``R`` recorded steps at one depth ``g``, from supports and bits: ``prefix``
+        ``(R, g, d - 1)`` and ``target`` ``(R, d - 1)`` supports, ``address`` ``(R, K, >= g)``, ``payload``
+        ``(R, K, p)`` and ``labels`` ``(R, K)`` bits. Records and record columns both become batches here."""
+        R, g = prefix.shape[:2]
+        return cls(
+            p=p,
+            d=d,
+            prefix=supports_to_masks(prefix) if g else np.zeros((R, 0), dtype=np.uint64),
+            address=address[:, :, :g].astype(bool),
+            payload=pack_bits(payload),
+            labels=labels.astype(np.uint8),
+            target=rank_supports(target, p),
+        )
+
+    @classmethod
     def from_records(cls, records: Sequence[RecordedStep]) -> StepBatch:
         """Stack records of one ``(p, d, K, g)``; their ``n`` may differ (only ``g + 1`` bits matter)."""
         if not records:
@@ -181,18 +207,14 @@ class StepBatch:
                 "(gf2env.agents.harness.grid does)."
             )
         p, d, _, g = shapes.pop()
-        if g:
-            prefix = np.stack([supports_to_masks(np.array(r.prefix, dtype=np.int64)) for r in records])
-        else:
-            prefix = np.zeros((len(records), 0), dtype=np.uint64)
-        return cls(
-            p=p,
-            d=d,
-            prefix=prefix,
-            address=np.stack([r.address[:, :g] for r in records]).astype(bool),
-            payload=np.stack([pack_bits(r.payload) for r in records]),
-            labels=np.stack([r.labels for r in records]).astype(np.uint8),
-            target=np.array([rank_support(r.target, p) for r in records], dtype=np.int64),
+        return cls.from_supports(
+            p,
+            d,
+            prefix=np.array([r.prefix for r in records], dtype=np.int64).reshape(len(records), g, d - 1),
+            address=np.stack([r.address[:, :g] for r in records]),
+            payload=np.stack([r.payload for r in records]),
+            labels=np.stack([r.labels for r in records]),
+            target=np.array([r.target for r in records], dtype=np.int64),
         )
 
     @classmethod

@@ -391,15 +391,15 @@ def test_from_rows_errors():
         DepthCounts.from_rows(rows, value="reward")
     with pytest.raises(GF2ConfigError, match=r"lacks \['gamma'\]"):
         DepthCounts.from_rows([{"agent": "a", "g": 0, "correct": True}], value="gamma")
-    with pytest.raises(GF2ConfigError, match="'maybe' is not a boolean"):
+    with pytest.raises(GF2ConfigError, match="correct='maybe' is not 0 or 1"):
         DepthCounts.from_rows([{"agent": "a", "g": 0, "correct": "maybe"}])
-    with pytest.raises(GF2ConfigError, match="0.5 is not a boolean"):
+    with pytest.raises(GF2ConfigError, match="correct=0.5 is not 0 or 1"):
         DepthCounts.from_rows([{"agent": "a", "g": 0, "correct": 0.5}])
     with pytest.raises(GF2ConfigError, match="outside"):
         DepthCounts.from_rows([{"agent": "a", "g": 0, "gamma": 1.5}], value="gamma")
     with pytest.raises(GF2ConfigError, match="empty"):
         DepthCounts.from_rows([{"agent": "a", "g": 0, "gamma": ""}], value="gamma")
-    with pytest.raises(GF2ConfigError, match="'x' is not a number"):
+    with pytest.raises(GF2ConfigError, match="g='x' is not an integer"):
         DepthCounts.from_rows([{"agent": "a", "g": "x", "correct": 1}])
     with pytest.raises(GF2ConfigError, match="no rows"):
         DepthCounts.from_rows([])

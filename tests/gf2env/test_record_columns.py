@@ -13,16 +13,11 @@ import pytest
 
 from gf2env import RecordFormatError, read_record_columns, read_records, write_parquet
 from gf2env.agents.harness.grid import column_cells, record_cells, sampling_of
-from gf2env.records.columns import (
-    columns_from_records,
-    generate_columns,
-    rank_supports,
-    records_in_file_order,
-)
+from gf2env.records.columns import columns_from_records, generate_columns, records_in_file_order
 from gf2env.records.files import _read_json_records
 from gf2env.records.record import Record, generate_record, write_records
 from gf2env.records.scan import scan_records
-from gf2env.task.combinatorics import rank_support
+from gf2env.task.combinatorics import rank_support, rank_supports
 from gf2env.task.oracle import TaskConfig
 from tests.gf2env.test_records_cli import MALFORMED
 from tests.paths import REFERENCE

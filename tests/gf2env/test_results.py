@@ -291,3 +291,19 @@ def test_format_summary_is_fixed_width():
     assert len(set(columns)) == 1  # the interval column lines up
     mixed = summarize([*hand_rows(), row(agent="alpha", d=3, num_candidates=comb(12, 2))])
     assert format_summary(mixed).splitlines()[0].split()[:4] == ["agent", "sampling", "p", "d"]
+
+
+def test_one_set_of_cell_converters_with_one_rule_for_booleans():
+    """A 0/1 column (``correct``) takes booleans and their texts; a count or a depth never does."""
+    from gf2env.report.schema import to_flag, to_float, to_int
+
+    for value in (True, np.True_, 1, 1.0, "1", "1.0", "true", " TRUE "):
+        assert to_flag(value, "correct", "row 1") == 1
+    for value in (False, 0, "0", "false"):
+        assert to_flag(value, "correct", "row 1") == 0
+    for value in (2, 0.5, "maybe", "", None):
+        with pytest.raises(GF2ConfigError, match="is not 0 or 1"):
+            to_flag(value, "correct", "row 1")
+    with pytest.raises(GF2ConfigError, match="row 1: g=True is a boolean; give g as an int"):
+        to_int(True, "g", "row 1")
+    assert to_int("3", "g", "row 1") == 3 and to_float(" 0.5", "gamma", "row 1") == 0.5
