@@ -68,7 +68,7 @@ compare: $(VENV)/.core
 demo: $(VENV)/.core
 	$(VENV)/bin/gf2 demo --episodes 20 --seed 0
 
-# The README's SB3 table: GF2SetPolicy with the history exact, learned and left out (200k timesteps each), the
+# The SB3 table of docs/performance.md: GF2SetPolicy with the history exact, learned and left out (200k timesteps each), the
 # MLP (1.2M), then configs/compare/sb3-small-set.yaml against A, B and D(g//2). About 15 min on 2 idle cores.
 SB3_SET := $(VENV)/bin/gf2 train sb3 --config configs/train/sb3/small-set.yaml
 sb3-set-table: $(VENV)/.dev

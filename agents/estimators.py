@@ -1,4 +1,4 @@
-"""The paper's classical estimators (design.md §2) as batch functions over steps.
+"""The paper's classical estimators (docs/design.md §2) as batch functions over steps.
 
 Each estimator maps a :class:`~gf2env.task.posterior.StepBatch` to log weights over the ``C(p, d-1)``
 candidates (uniform prior), from which :meth:`Estimator.evaluate` reports, per step, γ (posterior

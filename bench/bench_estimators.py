@@ -6,7 +6,7 @@ For each setting (p, g) with K=32, d=4 and adversarial payloads it generates the
 (timed: ``generate``), writes them as the paper's JSON and as Parquet, then times each estimator
 three ways (best of ``--repeats``, one core): ``json`` reads the file, builds the batch and
 evaluates; ``parquet`` the same from the Parquet file; ``batch`` evaluates the ready batch.
-The reference columns are the paper's public code, measured side by side in issue 17 (one thread,
+The reference columns are the paper's public code, measured side by side on the same machine (one thread,
 JIT warm-up excluded). An estimator is skipped at a setting it does not support (B-exact runs at
 g <= 3 only).
 """
@@ -39,7 +39,7 @@ from gf2env.task.oracle import TaskConfig  # noqa: E402
 # (64, 3) shows B's likelihood contraction at work: at p=64, g=31 every soft sample's mask
 # probability rounds to exactly 1/2 in float64, the composite posterior is flat and it is skipped.
 SETTINGS = ((12, 3), (12, 31), (12, 127), (32, 31), (64, 31), (64, 3))
-REFERENCE = {  # records/s of the paper's code (issue 17): generate, A, B, D
+REFERENCE = {  # records/s of the paper's code (docs/performance.md): generate, A, B, D
     (12, 31): {"generate": 1704, "A": 5287, "B": 4060, "D(g//2)": 4216},
     (12, 127): {"generate": 526, "A": 2382, "B": 501, "D(g//2)": 480},
     (32, 31): {"A": 575, "B": 678, "D(g//2)": 645},

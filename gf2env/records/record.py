@@ -1,4 +1,4 @@
-"""Records in the paper's JSON format (design.md §5) and deterministic dataset generation.
+"""Records in the paper's JSON format (docs/design.md §5) and deterministic dataset generation.
 
 A record is ``{"exp", "n", "p", "d_max", "g", "prefix", "target", "samples"}``; each sample is
 ``{"x": hex, "y": 0|1}``, ``x`` being the ``n + p`` bits ``(a, v)`` read most significant first

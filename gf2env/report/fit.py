@@ -57,8 +57,8 @@ def paper_k(k_eff: np.ndarray | float, g: int) -> np.ndarray:
 
     The paper's code computes ``int(round(max(0, min(g, k_eff))))`` with Python's ``round``, which
     rounds a half to the even neighbour (``round(1.5) = 2``, ``round(0.5) = 0``, ``round(2.5) =
-    2``); ``np.rint`` rounds the same float the same way. design.md says nothing about rounding,
-    so this follows the paper's code rather than half-up: e.g. ``u = 0.5`` gives ``k = 0`` at
+    2``); ``np.rint`` rounds the same float the same way. docs/design.md §3 says nothing about
+    rounding, so this follows the paper's code rather than half-up: e.g. ``u = 0.5`` gives ``k = 0`` at
     ``g = 1``, ``k = 2`` at ``g = 3``, ``k = 2`` at ``g = 5``.
     """
     return np.rint(np.clip(np.asarray(k_eff, dtype=float), 0, g)).astype(int)

@@ -1,4 +1,4 @@
-"""Instances of the hidden circuit and the step-g oracle (design.md §1), usable without the env.
+"""Instances of the hidden circuit and the step-g oracle (docs/design.md §1), usable without the env.
 
 The hidden circuit is ``f(a, v) = XOR_j a_j * prod_{i in S_j} v_i`` over ``n`` ordered terms, each
 support ``S_j`` a uniform ``(d-1)``-subset of the ``p`` payload indices (drawn with replacement

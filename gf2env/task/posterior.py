@@ -1,4 +1,4 @@
-"""Posteriors over the next term from a batch of steps (design.md §2), with integer bit masks.
+"""Posteriors over the next term from a batch of steps (docs/design.md §2), with integer bit masks.
 
 A :class:`StepBatch` holds ``R`` steps of one shape ``(p, d, K, g)`` as arrays: the prefix term
 masks, the prefix address bits of every sample, the payload masks and the labels. Every posterior

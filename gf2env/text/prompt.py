@@ -1,4 +1,4 @@
-"""Text renderings of one step for language models (design.md §3), each with a versioned id.
+"""Text renderings of one step for language models (docs/design.md §3), each with a versioned id.
 
 - ``paper`` (:func:`render_paper_prompt`): the paper's prompt exactly as its code renders it, one
   Markdown user message and no system message. Variables are numbered ``x_0 .. x_{N-1}`` with

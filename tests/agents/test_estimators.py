@@ -145,7 +145,7 @@ def test_exact_refuses_past_its_limit_with_the_limit_in_the_message():
 
 
 def test_exact_beats_composite_at_small_depth():
-    # design.md §2: the composite likelihood is well below the exact data-only posterior at g = 3.
+    # docs/design.md §2: the composite likelihood is well below the exact data-only posterior at g = 3.
     batch = batch_of(TaskConfig(), 3, 60, seed=2)
     exact = DataOnly("exact").evaluate(batch, RNG).gamma.mean()
     composite = DataOnly().evaluate(batch, RNG).gamma.mean()
@@ -241,7 +241,7 @@ def test_inconsistent_evidence_is_reported():
 
 
 def test_gamma_a_near_one_at_paper_defaults():
-    # The paper's released data gives γ_A ≈ .998–1.000 at every depth (design.md §2).
+    # The paper's released data gives γ_A ≈ .998–1.000 at every depth (docs/design.md §2).
     for g in (0, 7, 31):
         assert Diligent().evaluate(batch_of(TaskConfig(), g, 200, seed=1), RNG).gamma.mean() > 0.98
 

@@ -1,4 +1,4 @@
-"""The hostile corpus judged from OUTSIDE the sandbox, at the default limits (issue 19).
+"""The hostile corpus judged from OUTSIDE the sandbox, at the default limits.
 
 Every snippet of tests/agents/sandbox_corpus/ runs at ``DEFAULT_LIMITS`` (its ``# limits:`` header is
 ignored here) in each mode its header names, and the test measures for itself, not from the sandbox's
@@ -82,7 +82,7 @@ from tests.agents.sandbox_judge import (
     writes_outside,
 )
 
-BUDGET_WALL_S = DEFAULT_LIMITS.wall_s + 0.75  # issue 36: every run returns within the wall plus 0.75 s
+BUDGET_WALL_S = DEFAULT_LIMITS.wall_s + 0.75  # every run returns within the wall plus 0.75 s
 BUDGET_MEMORY_MIB = DEFAULT_LIMITS.memory_mb  # the whole tree
 BUDGET_HOST_MEMORY_MIB = DEFAULT_LIMITS.memory_mb + 128  # the host's available memory falls at most this
 GRACE_S = 0.5  # for a SIGKILLed process to be reaped and leave /proc
@@ -257,7 +257,7 @@ def test_corpus_from_outside(case: Case, mode: str, ctx: Context) -> None:
 
 @pytest.mark.parametrize(("case", "mode"), [p for p in corpus_params(CASES) if p.values[1] == "bwrap"])
 def test_corpus_from_outside_in_a_workspace(case: Case, mode: str, ctx: Context) -> None:
-    """Every snippet as a step of an episode whose workspace persists (issue 20), judged the same way;
+    """Every snippet as a step of an episode whose workspace persists, judged the same way;
     and nothing of that episode reaches the next one."""
     code = fill(case.path.read_text(), ctx.fill)
     run, after = run_outside_in_workspace(lambda: make_sandbox(DEFAULT_LIMITS, mode), code, ctx.record, ctx)

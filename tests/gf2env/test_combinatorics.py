@@ -1,4 +1,4 @@
-"""Supports as ranks / index sets / uint64 masks (design.md §1)."""
+"""Supports as ranks / index sets / uint64 masks (docs/design.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The step-g oracle: configuration checks, exact structure and the paper's lemmas (design.md §1).
+"""The step-g oracle: configuration checks, exact structure and the paper's lemmas (docs/design.md §1).
 
 Statistical tolerances. Every frequency test compares an empirical mean of N (near-)independent
 0/1 or bounded draws with its exact expectation and allows Z = 6 standard errors. For a normal
