@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from gf2env.agents.base import Cell, ChecksSupport, Estimate
-from gf2env.config.settings import dataclass_from_mapping
+from gf2env.config.yaml_files import dataclass_from_mapping
 from gf2env.errors import GF2ConfigError
 from gf2env.records.record import Record
 

@@ -17,7 +17,7 @@ import statistics
 
 from table import write_csv
 
-from gf2env.agents.llm.paper_tools import paper_tool_message
+from gf2env.agents.llm.tools.paper import paper_tool_message
 from gf2env.records.record import generate_record
 from gf2env.task.oracle import TaskConfig
 from gf2env.text.prompt import PROMPT_IDS, render_prompt

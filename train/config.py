@@ -16,20 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gf2env.config.settings import (
-    check_bools,
-    check_depths,
-    check_keys,
-    dataclass_from_mapping,
-    read_yaml_mapping,
-)
+from gf2env.config.flags import add_flags
+from gf2env.config.options import option
+from gf2env.config.settings import check_depths
+from gf2env.config.yaml_files import check_bools, dataclass_from_mapping, read_config
 from gf2env.errors import GF2ConfigError
 from gf2env.train.curriculum import Curriculum, make_curriculum
 from gf2env.train.data import TaskSpec
 from gf2env.train.gamma_log import GammaEvalSpec
-
-_SECTIONS = {"model", "task", "curriculum", "rewards", "gamma", "trainer", "sft", "seed", "output_dir",
-             "tools", "description"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -91,7 +85,7 @@ class TrainConfig:
     trainer: dict[str, Any] = field(default_factory=dict)
     sft: SFTData = field(default_factory=SFTData)
     seed: int = 0
-    output_dir: Path = Path("results/train")
+    output_dir: Path = field(default=Path("results/train"), metadata=option(help="override output_dir"))
     tools: bool = False
     description: str = ""
 
@@ -110,8 +104,7 @@ def _section(obj: dict[str, Any], name: str, cls: type, path: Path, **convert: A
 def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     """Read a run from YAML; unknown keys are errors. ``overrides`` replace top-level values."""
     path = Path(path)
-    obj = read_yaml_mapping(path, "training run (configs/train/grpo/, configs/train/sft/)")
-    check_keys(obj, _SECTIONS, str(path))
+    obj = read_config(path, "training run (configs/train/grpo/, configs/train/sft/)", TrainConfig)
     check_bools(TrainConfig, obj, str(path))
     if "model" not in obj or not isinstance(obj["model"], dict):
         raise GF2ConfigError(f"{path} lacks model: {{path: <a local model folder>}}.")
@@ -154,7 +147,7 @@ def run_parser(prog: str, description: str, example: str) -> argparse.ArgumentPa
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--config", required=True, help=f"a YAML run, e.g. {example}")
     parser.add_argument("--model-path", help="override model.path")
-    parser.add_argument("--output-dir", help="override output_dir")
+    add_flags(parser, TrainConfig, ["output_dir"], overrides=True)
     parser.add_argument("--max-steps", type=int, help="override trainer.max_steps")
     return parser
 

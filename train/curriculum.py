@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gf2env.config.settings import check_keys
+from gf2env.config.yaml_files import check_keys
 from gf2env.errors import GF2ConfigError
 
 

@@ -30,13 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from gf2env.agents.sb3_agent import SB3_ALGOS
-from gf2env.config.settings import TaskSettings, check_keys, dataclass_from_mapping, read_yaml_mapping
+from gf2env.config.flags import add_flags
+from gf2env.config.options import option
+from gf2env.config.settings import TaskSettings
+from gf2env.config.yaml_files import dataclass_from_mapping, read_config
 from gf2env.errors import GF2ConfigError
 from gf2env.train.config import output_folder
 from gf2env.train.gamma_log import GammaEvalSpec, GammaLog
 
-_KEYS = {"env", "num_envs", "algo", *SB3_ALGOS, "total_timesteps", "gamma", "checkpoint_every", "seed",
-         "output_dir", "description"}  # fmt: skip
+_EXTRA_KEYS = (*SB3_ALGOS, "description")  # hyper-parameters under the algorithm's name; a note
 # The γ evaluation of an SB3 run: GammaEvalSpec's keys that are not an LLM's sampling, and its defaults.
 _GAMMA_KEYS = ("depths", "trials", "every", "eval_seed", "level")
 _GAMMA_DEFAULTS: dict[str, Any] = {"trials": 200, "every": 10_000}
@@ -46,15 +48,18 @@ _GAMMA_DEFAULTS: dict[str, Any] = {"trials": 200, "every": 10_000}
 class SB3Config:
     """A training run (see the module docs)."""
 
-    env: dict[str, Any]
-    algo: str = "ppo"
-    hyper: dict[str, Any] = field(default_factory=dict)
+    # Each field's YAML key and its flag of `gf2 train sb3` (gf2env.config.options).
+    env: dict[str, Any] = field(metadata=option(flag=False))
+    algo: str = field(default="ppo", metadata=option(choices=SB3_ALGOS, help="override the config's algo"))
+    hyper: dict[str, Any] = field(default_factory=dict, metadata=option(flag=False))  # the key is algo's name
     num_envs: int = 8
-    total_timesteps: int = 100_000
-    gamma: GammaEvalSpec = field(default_factory=lambda: GammaEvalSpec(**_GAMMA_DEFAULTS))
+    total_timesteps: int = field(default=100_000, metadata=option(help="override total_timesteps"))
+    gamma: GammaEvalSpec = field(
+        default_factory=lambda: GammaEvalSpec(**_GAMMA_DEFAULTS), metadata=option(flag=False)
+    )
     checkpoint_every: int = 50_000
     seed: int = 0
-    output_dir: Path = Path("results/sb3")
+    output_dir: Path = field(default=Path("results/sb3"), metadata=option(help="override output_dir"))
 
     def __post_init__(self) -> None:
         if self.algo not in SB3_ALGOS:
@@ -82,8 +87,7 @@ def load_sb3_config(path: str | Path, policy_kwargs: str | None = None, **overri
     """Read a run from YAML (unknown keys are errors); ``overrides`` (algo, output_dir, ...) win, and
     ``policy_kwargs`` (a YAML mapping, e.g. ``"{history: none}"``) is merged into the algorithm's."""
     path = Path(path)
-    obj = read_yaml_mapping(path, "SB3 run (configs/train/sb3/)")
-    check_keys(obj, _KEYS, str(path))
+    obj = read_config(path, "SB3 run (configs/train/sb3/)", SB3Config, extra=_EXTRA_KEYS, skip=("hyper",))
     if "env" not in obj:  # an empty file (or another YAML file) would otherwise be a default run
         raise GF2ConfigError(
             f"{path} names no env: (the GF2Recon-v1 arguments, e.g. env: {{p: 6, d: 3, n: 4, K: 16}}; "
@@ -119,7 +123,7 @@ def parse_policy_kwargs(text: str) -> dict[str, Any]:
     """``--policy-kwargs``: a YAML mapping of the policy's keyword arguments."""
     import yaml
 
-    from gf2env.config.settings import load_yaml
+    from gf2env.config.yaml_files import load_yaml
 
     try:
         obj = load_yaml(text)
@@ -209,9 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="gf2 train sb3", description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="a YAML run, e.g. configs/train/sb3/small.yaml")
-    parser.add_argument("--algo", choices=SB3_ALGOS, help="override the config's algo")
-    parser.add_argument("--output-dir", help="override output_dir")
-    parser.add_argument("--total-timesteps", type=int, help="override total_timesteps")
+    add_flags(parser, SB3Config, ["algo", "output_dir", "total_timesteps"], overrides=True)
     parser.add_argument(
         "--policy-kwargs",
         metavar="YAML",

@@ -5,7 +5,8 @@
 exposes the public methods as tools, their docstrings being the tool descriptions:
 
 - :meth:`GF2ToolEnvironment.run_python` runs code in :class:`gf2env.agents.sandbox.Sandbox` on the step's
-  record (the same public view as tool mode: never the answer) and returns what it printed; the
+  record (the same public view as tool mode: never the answer) and returns what it printed
+  (:class:`gf2env.agents.llm.tools.python_tool.PythonTool`, the budgeted tool verifiers serves too); the
   rollout's calls share one workspace (:meth:`gf2env.agents.sandbox.Sandbox.workspace`), so a module written
   at one call is imported at the next (a tool built once and reused), and the next rollout starts
   empty;
@@ -27,13 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from gf2env.agents.llm.tool_mode import run_report
-from gf2env.agents.sandbox import Sandbox, Workspace, record_view
+from gf2env.agents.llm.tools.paper import PAPER_TOOL_CALLS
+from gf2env.agents.llm.tools.python_tool import PythonTool
+from gf2env.agents.llm.tools.record_globals import globals_sentence, tool_view
+from gf2env.agents.sandbox import Sandbox
 from gf2env.config.settings import DEPTH_LADDER
 from gf2env.errors import GF2ConfigError
 from gf2env.records.record import Record, generate_record
 from gf2env.task.oracle import TaskConfig
-from gf2env.text.answers import score_answer
+from gf2env.text.answers import boxed_answer, score_answer
 from gf2env.text.prompt import PAPER_PROMPT_ID, Prompt, check_prompt_id, render_prompt
 
 
@@ -47,9 +50,8 @@ def tool_call_instructions(answer_offset: int, workspace: bool = True) -> str:
     )
     return (
         "Tools: run_python(code) runs Python 3 (numpy and the standard library) on this record and returns "
-        "what it printed; the record is loaded as `n`, `p`, `d`, `g`, `K`, `prefix` (known terms as lists of "
-        "0-based payload indices) and `samples` (dicts with `x`, `bits`, `address`, `payload`, `y`), also in "
-        f"`record`. Payload index j is the prompt's variable {answer_offset} + j. {files}When you know "
+        f"what it printed; the record is loaded as {globals_sentence()}. "
+        f"Payload index j is the prompt's variable {answer_offset} + j. {files}When you know "
         "the next term, call submit(indices) once with its indices in the prompt's numbering; the first "
         "submission is final."
     )
@@ -73,7 +75,7 @@ class GF2ToolEnvironment:
         sandbox: Sandbox | None = None,
         workspace: bool = True,
         prompt_id: str = PAPER_PROMPT_ID,
-        max_tool_calls: int = 11,
+        max_tool_calls: int = PAPER_TOOL_CALLS,
         depths: Sequence[int] = DEPTH_LADDER,
         p: int = 12,
         d: int = 4,
@@ -88,8 +90,9 @@ class GF2ToolEnvironment:
             raise GF2ConfigError(f"depths={tuple(depths)} must be a non-empty list of depths >= 0.")
         self.sandbox = sandbox or Sandbox()
         self.keep_files = workspace
-        self.workspace: Workspace | None = None
-        self.prompt_id, self.max_tool_calls = prompt_id, max_tool_calls
+        spent = "No runs left: this rollout has used all {max_calls} of them. Call submit."
+        self._python = PythonTool(self.sandbox, spent, max_tool_calls, keep_files=workspace)
+        self.prompt_id = prompt_id
         self.depths = tuple(depths)
         self.configs = {g: TaskConfig(p=p, d=d, K=K, n=g + 1, sampling=sampling) for g in self.depths}
         self.seed = int(np.random.SeedSequence().generate_state(1)[0]) if seed is None else seed
@@ -97,8 +100,26 @@ class GF2ToolEnvironment:
         self._drawn = 0
         self.record: Record | None = None
         self.prompt: Prompt | None = None
-        self.tool_calls = 0
         self.submission: dict[str, Any] | None = None
+
+    @property
+    def max_tool_calls(self) -> int:
+        """``run_python`` calls a rollout may make."""
+        return self._python.max_calls
+
+    @max_tool_calls.setter
+    def max_tool_calls(self, value: int) -> None:
+        self._python.max_calls = value
+
+    @property
+    def tool_calls(self) -> int:
+        """``run_python`` calls this rollout made."""
+        return self._python.calls
+
+    @property
+    def workspace(self) -> Any:
+        """The rollout's workspace (``None`` until its first ``run_python``, and once it is over)."""
+        return self._python.workspace
 
     def reset(self, record: str | dict[str, Any] | None = None, **row: Any) -> str:
         """Start a rollout on ``record`` (a dataset row's JSON), or on a freshly drawn step."""
@@ -112,8 +133,8 @@ class GF2ToolEnvironment:
         self.prompt = render_prompt(
             self.prompt_id, rec.prefix, rec.address, rec.payload, rec.labels, n=rec.n, p=rec.p, d=rec.d
         )
-        self.tool_calls, self.submission = 0, None
-        self._close_workspace()  # the last rollout's, if it was never rewarded
+        self.submission = None
+        self._python.start(tool_view(rec, self.prompt.answer_offset))  # the last rollout's workspace goes
         return f"{self.prompt.text}\n\n{tool_call_instructions(self.prompt.answer_offset, self.keep_files)}"
 
     def _require_reset(self) -> tuple[Record, Prompt]:
@@ -135,16 +156,8 @@ class GF2ToolEnvironment:
         Returns:
             The exit status, the standard output and the standard error of the run.
         """
-        rec, prompt = self._require_reset()
-        if self.tool_calls >= self.max_tool_calls:
-            return f"No runs left: this rollout has used all {self.max_tool_calls} of them. Call submit."
-        self.tool_calls += 1
-        view = {**record_view(rec), "answer_offset": prompt.answer_offset}
-        if not self.keep_files:
-            return run_report(self.sandbox.run(code, view))
-        if self.workspace is None:
-            self.workspace = self.sandbox.workspace()
-        return run_report(self.workspace.run(code, view))
+        self._require_reset()
+        return self._python.run_python(code)
 
     def submit(self, indices: list[int]) -> str:
         """Submit the next term of the circuit. Only the first submission counts.
@@ -158,7 +171,7 @@ class GF2ToolEnvironment:
         rec, prompt = self._require_reset()
         if self.submission is not None:
             return f"Already submitted {self.submission['answer']}; the first submission is final."
-        answer = "\\boxed{[" + ", ".join(str(i) for i in indices) + "]}"
+        answer = boxed_answer(indices)
         score = score_answer(answer, rec.target, rec.p, prompt.answer_offset)
         self.submission = {"answer": list(indices), "score": score.to_dict(), "tool_calls": self.tool_calls}
         return f"Submitted {list(indices)}."
@@ -166,15 +179,8 @@ class GF2ToolEnvironment:
     def get_reward(self) -> float:
         """1.0 if the submitted term is the exact next term, else 0.0 (no submission: 0.0). The
         rollout is over: its workspace is emptied and its worker given back."""
-        self._close_workspace()
+        self._python.close()
         return float(self.submission is not None and self.submission["score"]["correct"])
-
-    def _close_workspace(self) -> None:
-        """Empty and give back the rollout's workspace (private: TRL offers every public method of an
-        environment to the model as a tool)."""
-        if self.workspace is not None:
-            self.workspace.close()
-            self.workspace = None
 
 
 def tool_dataset(records: Sequence[Record], prompt: str = "") -> list[dict[str, Any]]:

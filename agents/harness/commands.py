@@ -15,12 +15,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gf2env.config.flags import count_arg, int_list, n_arg, name_list, text_arg
-from gf2env.config.settings import DEPTH_LADDER, PER_DEPTH
+from gf2env.config.flags import add_flags, count_arg, flag_values, text_arg
+from gf2env.config.settings import DEPTH_LADDER, PER_DEPTH, check_episode_terms
 from gf2env.errors import GF2ConfigError
-from gf2env.records.record import MAX_RECORDS
 from gf2env.task.oracle import SAMPLING_MODES
-from gf2env.text.prompt import PROMPT_IDS
 
 if TYPE_CHECKING:
     from gf2env.agents.harness.compare import CompareConfig
@@ -28,39 +26,23 @@ if TYPE_CHECKING:
     from gf2env.agents.llm.agent import LLMSpec
     from gf2env.agents.sb3_agent import SB3Spec
 
-GRID_FLAGS = ("p", "d", "K", "sampling", "depths", "trials", "seed", "n", "episodes")
-EPISODES_HELP = (
-    "record t at every depth is step g of episode t (one instance walked through depths 0..n-1 as the "
-    "env does in reveal mode; n = max depth + 1 unless --n is given), not a fresh instance a depth"
-)
+GRID_FLAGS = ("p", "d", "K", "sampling", "depths", "trials", "seed", "n", "episodes")  # Grid's fields
+#: The flags of CompareConfig's fields that ``compare`` and ``eval`` share (``--out`` each has its own help).
+_RUN_FLAGS = ("records", "level", "plots", "fit", "kind", "address")
 
 
 def add_grid_flags(parser: argparse.ArgumentParser) -> None:
-    """What to evaluate on (a grid, or ``--records``) and where the results go."""
-    parser.add_argument("--records", type=text_arg, help="evaluate on this records file instead of a grid")
-    parser.add_argument("--depths", type=int_list)
-    parser.add_argument("--trials", type=count_arg(1, MAX_RECORDS))
-    parser.add_argument("--p", type=int_list, help="payload sizes, e.g. 8,12,16")
-    parser.add_argument("--d", type=int_list)
-    parser.add_argument("--K", type=int_list)
-    parser.add_argument("--sampling", type=lambda s: tuple(s.split(",")), help="e.g. adversarial,diagnostic")
-    parser.add_argument("--n", type=n_arg, help="terms an instance, or 'g+1' (default)")
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--episodes", action="store_true", default=None, help=EPISODES_HELP)
-    parser.add_argument("--level", type=float, help="Jeffreys interval level (default 0.95)")
-    parser.add_argument("--no-plots", action="store_true")
-    parser.add_argument("--no-fit", action="store_true", help="skip the effective-prefix fit")
+    """What to evaluate on (a grid, or ``--records``) and where the results go: the flags of
+    :class:`~gf2env.agents.harness.grid.Grid`'s and :class:`~gf2env.agents.harness.compare.CompareConfig`'s
+    fields, each overriding a config's value when given."""
+    from gf2env.agents.harness.compare import CompareConfig
+    from gf2env.agents.harness.grid import Grid
+
+    add_flags(parser, CompareConfig, ["records"], overrides=True)
+    add_flags(parser, Grid, overrides=True)
+    add_flags(parser, CompareConfig, ["level", "plots", "fit"], overrides=True)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--executor",
-        type=text_arg,
-        help="where the cells run: local (default, this process) or ray (Ray tasks)",
-    )
-    parser.add_argument(
-        "--address",
-        type=text_arg,
-        help="with --executor ray: the cluster, e.g. auto or HOST:6379 (default: a local Ray)",
-    )
+    add_flags(parser, CompareConfig, ["kind", "address"], overrides=True)
 
 
 def compare_config(
@@ -89,11 +71,7 @@ def compare_config(
         start = grid or default_grid or Grid(depths=DEPTH_LADDER, trials=200)
         n = given.get("n", PER_DEPTH if start.n is None else start.n)
         episodes = given.get("episodes", start.episodes)
-        if episodes and given.get("n") == PER_DEPTH:
-            raise GF2ConfigError(
-                "--n g+1 gives each depth instances of its own, but --episodes walks one instance through "
-                "every depth; drop --n (n = max depth + 1) or pass an integer --n above every depth."
-            )
+        check_episode_terms(episodes, given.get("n"))
         grid = Grid(
             episodes=episodes,
             depths=given.get("depths", start.depths),
@@ -108,7 +86,7 @@ def compare_config(
     elif records is not None and given:
         raise GF2ConfigError(f"--records evaluates the file's own settings; drop {sorted(given)}.")
     run_on = base.executor if base else ExecutorSpec()
-    kind = args.executor or run_on.kind
+    kind = args.kind or run_on.kind
     address = args.address or (run_on.address if kind == run_on.kind else None)
     config = CompareConfig(
         agents=agents,
@@ -116,8 +94,8 @@ def compare_config(
         records=records,
         out=base.out if base else default_out,
         level=args.level if args.level is not None else (base.level if base else 0.95),
-        plots=(base.plots if base else True) and not args.no_plots,
-        fit=(base.fit if base else True) and not args.no_fit,
+        plots=(base.plots if base else True) and args.plots is not False,
+        fit=(base.fit if base else True) and args.fit is not False,
         executor=ExecutorSpec(kind, address),
     )
     if args.out:
@@ -173,35 +151,32 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def llm_spec(args: argparse.Namespace) -> LLMSpec:
-    """The LLM that ``gf2 eval``'s flags describe."""
+    """The LLM that ``gf2 eval``'s flags describe (the flags of :class:`LLMSpec`'s fields)."""
     from gf2env.agents.llm.agent import SERVED_BACKENDS, LLMSpec
     from gf2env.agents.llm.queries import SamplingParams
 
     if not args.model:
         raise GF2ConfigError(
-            f"--agent {args.agent} needs --model (the served name, or a local model folder)."
+            f"--agent {args.backend} needs --model (the served name, or a local model folder)."
         )
-    if args.agent in SERVED_BACKENDS and not args.base_url:
-        raise GF2ConfigError(f"--agent {args.agent} needs --base-url (repeat it for several replicas).")
+    if args.backend in SERVED_BACKENDS and not args.base_urls:
+        raise GF2ConfigError(f"--agent {args.backend} needs --base-url (repeat it for several replicas).")
     engine_args: dict[str, object] = {}
-    if args.agent == "vllm-offline":
+    if args.backend == "vllm-offline":
         engine_args = {"dtype": args.dtype, "seed": 0}
         if args.tensor_parallel_size:
             engine_args["tensor_parallel_size"] = args.tensor_parallel_size
-    return LLMSpec(
-        model=args.model, backend=args.agent, base_urls=tuple(args.base_url or ()), name=args.label,
-        prompt_id=args.prompt, api=args.api, samples=args.samples,
-        sampling=SamplingParams(
-            args.temperature, args.top_p, args.max_tokens, tuple(args.stop or ()), args.max_model_len,
-            args.top_k,
-        ),
-        concurrency=args.concurrency, timeout=args.timeout, retries=args.retries,
-        max_response_bytes=args.max_response_bytes, engine_args=tuple(sorted(engine_args.items())),
-        tools=args.tools, max_revisions=args.max_revisions, tool_protocol=args.tool_protocol,
-        model_class=args.model_class, isolation=args.sandbox, tool_wall_s=args.tool_wall_s,
-        workspace=args.workspace,
-        system=None if args.system is None else "" if args.system.lower() == "none" else args.system,
-    )  # fmt: skip
+    values = flag_values(args, LLMSpec)
+    sampling = values.pop("sampling")
+    sampling["stop"] = tuple(sampling["stop"] or ())
+    system = args.system
+    values.update(
+        base_urls=tuple(args.base_urls or ()),
+        sampling=SamplingParams(**sampling),
+        engine_args=tuple(sorted(engine_args.items())),
+        system=None if system is None else "" if system.lower() == "none" else system,
+    )
+    return LLMSpec(**values)
 
 
 def preset_agent(agent: str | LLMSpec | SB3Spec, args: argparse.Namespace) -> str | LLMSpec | SB3Spec:
@@ -210,8 +185,8 @@ def preset_agent(agent: str | LLMSpec | SB3Spec, args: argparse.Namespace) -> st
 
     if not isinstance(agent, LLMSpec) or agent.backend not in SERVED_BACKENDS:
         return agent
-    if args.base_url:
-        agent = replace(agent, base_urls=tuple(args.base_url))
+    if args.base_urls:
+        agent = replace(agent, base_urls=tuple(args.base_urls))
     if args.model:
         agent = replace(agent, model=args.model)
     return agent
@@ -224,11 +199,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from gf2env.agents.llm.agent import LLM_BACKENDS
 
     if args.config:
-        if args.agent:
-            raise GF2ConfigError(f"--config {args.config} names its agents; drop --agent {args.agent}.")
-        changed = [k for k, default in args.preset_fixed.items() if getattr(args, k) != default]
+        if args.backend:
+            raise GF2ConfigError(f"--config {args.config} names its agents; drop --agent {args.backend}.")
+        changed = [flag for k, (flag, default) in args.preset_fixed.items() if getattr(args, k) != default]
         if changed:
-            flags = ", ".join("--" + k.replace("_", "-") for k in changed)
+            flags = ", ".join(changed)
             raise GF2ConfigError(
                 f"--config {args.config} fixes how its agents are asked; drop {flags} (or copy the "
                 "preset and edit it; --base-url, --model and the grid and output flags apply)."
@@ -236,13 +211,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         base = load_config(args.config)
         agents = tuple(preset_agent(a, args) for a in base.agents)
         config = compare_config(args, agents, base)
-    elif not args.agent:
+    elif not args.backend:
         raise GF2ConfigError("gf2 eval needs --agent (e.g. --agent vllm --model NAME) or --config PRESET.")
-    elif args.agent in LLM_BACKENDS:
+    elif args.backend in LLM_BACKENDS:
         small = Grid(depths=(0, 1, 3, 7), trials=10)
         config = compare_config(args, (llm_spec(args),), default_grid=small, default_out=Path("results/eval"))
     else:  # estimators: the same run as gf2 compare
-        config = compare_config(args, tuple(a for a in args.agent.split(",") if a))
+        config = compare_config(args, tuple(a for a in args.backend.split(",") if a))
     print_report(run_compare(config, progress=not args.quiet))
     return 0
 
@@ -286,7 +261,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """``gf2 compare``, ``gf2 eval`` and ``gf2 demo``."""
-    from gf2env.agents.llm.openai_server import MAX_RESPONSE_BYTES  # a light module: no httpx until a request
+    from gf2env.agents.harness.compare import CompareConfig
+    from gf2env.agents.llm.agent import LLMSpec
 
     cmp = sub.add_parser(
         "compare", help="evaluate agents on a grid or records file; results, summary, figures"
@@ -294,95 +270,43 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmp.add_argument(
         "--config", type=text_arg, help="a YAML comparison, e.g. configs/compare/paper-estimators.yaml"
     )
-    cmp.add_argument("--agents", type=name_list, help="e.g. A,B,C,D(k=3)")
-    cmp.add_argument(
-        "--out",
-        help="output directory (default: the config's for exactly its run; any other run gets a folder of "
-        "its own, the config's or results/compare with a digest of the run, e.g. results/compare-1f3a9c2e)",
-    )
+    add_flags(cmp, CompareConfig, ["agents"], overrides=True)
+    add_flags(
+        cmp, CompareConfig, ["out"], overrides=True,
+        helps={"out": "output directory (default: the config's for exactly its run; any other run gets a "
+               "folder of its own, the config's or results/compare with a digest of the run, e.g. "
+               "results/compare-1f3a9c2e)"},
+    )  # fmt: skip
     add_grid_flags(cmp)
     cmp.set_defaults(func=cmd_compare)
 
     ev = sub.add_parser(
         "eval", help="evaluate an LLM (vllm/openai server, offline vLLM, transformers) or estimators"
     )
-    ev.add_argument(
-        "--agent",
-        help="vllm | openai (OpenAI-compatible servers) | vllm-offline | transformers, or estimators: A,B",
+    add_flags(
+        ev, LLMSpec, ["backend"], overrides=True,
+        helps={"backend": "vllm | openai (OpenAI-compatible servers) | vllm-offline | transformers, "
+               "or estimators: A,B"},
     )  # fmt: skip
     ev.add_argument(
         "--config", metavar="PRESET",
         help="a YAML preset whose agents to run (e.g. configs/eval/paper-qwen3-4b-instruct.yaml); "
         "--base-url and --model then replace its served models' own",
     )  # fmt: skip
-    ev.add_argument("--model", help="served model name, or a model folder for vllm-offline/transformers")
-    ev.add_argument(
-        "--base-url", action="append", help="server root, e.g. http://127.0.0.1:8000 (repeatable)"
-    )
-    ev.add_argument("--label", help="agent name in the results (default: the model)")
-    ev.add_argument("--api", choices=("chat", "completions"), default="chat")
-    ev.add_argument(
-        "--prompt", default="paper", help="prompt id: " + ", ".join(PROMPT_IDS) + " (paper: the paper's own)"
-    )
-    ev.add_argument("--samples", type=int, default=1, help="answers a record (each its own seed)")
-    ev.add_argument("--temperature", type=float, default=0.6)
-    ev.add_argument("--top-p", type=float, default=0.95)
-    ev.add_argument("--top-k", type=int, help="sample among the k likeliest tokens (default: no limit)")
-    ev.add_argument("--max-tokens", type=int, default=1024)
-    ev.add_argument(
-        "--stop", action="append", metavar="S",
-        help="stop string: a completion ends where it first appears (repeatable; part of a query's key)",
-    )  # fmt: skip
-    ev.add_argument("--concurrency", type=int, default=8, help="requests in flight per server")
-    ev.add_argument(
-        "--timeout", type=float, default=600.0, help="seconds one request may take in all (a deadline)"
-    )
-    ev.add_argument("--retries", type=int, default=4)
-    ev.add_argument(
-        "--max-response-bytes", type=int, default=MAX_RESPONSE_BYTES, metavar="N",
-        help="the most bytes of a reply read (default 8 MiB); a longer reply is a failed query",
-    )  # fmt: skip
-    ev.add_argument("--tools", action="store_true", help="tool mode: the model's Python runs in the sandbox")
-    ev.add_argument("--max-revisions", type=int, default=10, help="tool mode: revisions after the first run")
-    ev.add_argument(
-        "--tool-protocol", choices=("gf2env", "paper"), default="gf2env",
-        help="tool mode: gf2env's instructions, feedback and limits, or the paper's (its user-message "
-        "instructions, first code block, RECORD/PROMPT, stdlib only, ~500 ms)",
-    )  # fmt: skip
-    ev.add_argument(
-        "--tool-wall-s", type=float, metavar="S",
-        help="tool mode: the sandbox's wall clock per run (default: the protocol's, 4 s; the paper's 0.5 s)",
-    )  # fmt: skip
-    ev.add_argument(
-        "--workspace", choices=("fresh", "episode"), default="fresh",
-        help="tool mode: every run starts empty (fresh), or files persist across an episode's steps "
-        "(episode: walks each instance through the depths; needs --episodes)",
-    )  # fmt: skip
-    ev.add_argument("--model-class", help="the model's class in the paper's tool-usage table")
-    ev.add_argument(
-        "--sandbox", choices=("bwrap", "UNSAFE-rlimits-only"), default="bwrap",
-        help="tool mode isolation; UNSAFE-rlimits-only runs model code without namespaces (opt-in)",
-    )  # fmt: skip
-    ev.add_argument(
-        "--max-model-len", type=int, metavar="N",
-        help="the context the model runs with (a server's --max-model-len; vllm-offline: the engine's): "
-        "max tokens are cut to what a prompt leaves, a full context ends cut off instead of refused",
-    )  # fmt: skip
-    ev.add_argument(
-        "--system", metavar="TEXT|none",
-        help="the system message instead of the prompt's; 'none' sends none (a template with no system role)",
-    )  # fmt: skip
+    flags = add_flags(ev, LLMSpec, skip=("backend",))
     ev.add_argument("--dtype", default="auto", help="vllm-offline: weights dtype (auto, bfloat16, float32)")
     ev.add_argument("--tensor-parallel-size", type=int, help="vllm-offline: GPUs a model")
-    ev.add_argument(
-        "--out",
-        help="output directory (default: results/eval-DIGEST, the run's own: the same command finds it "
-        "again); its queries.jsonl resumes",
-    )
+    add_flags(
+        ev, CompareConfig, ["out"], overrides=True,
+        helps={"out": "output directory (default: results/eval-DIGEST, the run's own: the same command "
+               "finds it again); its queries.jsonl resumes"},
+    )  # fmt: skip
     add_grid_flags(ev)
-    kept = {"help", "agent", "config", "model", "base_url", "out", *GRID_FLAGS}
-    grid = {a.dest for a in cmp._actions}  # the grid and output flags, shared with compare
-    preset_fixed = {a.dest: a.default for a in ev._actions if a.dest not in kept | grid}
+    # What a preset fixes: every flag of how its agents are asked, but where they are served.
+    fixed = {k: v for k, v in flags.items() if k not in ("model", "base_urls")}
+    fixed.update(dtype="--dtype", tensor_parallel_size="--tensor-parallel-size")
+    actions = {a.dest: a for a in ev._actions}  # named as typed: the flag and its older spellings
+    preset_fixed = {k: ("/".join(actions[k].option_strings), actions[k].default) for k in fixed}
     ev.set_defaults(func=cmd_eval, preset_fixed=preset_fixed)
 
     demo = sub.add_parser("demo", help="seeded report: reward per depth against the baseline")

@@ -28,9 +28,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from gf2env.agents.harness.evaluate import Evaluation, evaluate, make_agents
 from gf2env.agents.harness.executors import ExecutorSpec
@@ -38,28 +36,21 @@ from gf2env.agents.harness.grid import Grid, column_cells, grid_cells, lone_sett
 from gf2env.agents.llm.agent import LLMAgent, LLMSpec
 from gf2env.agents.llm.query_log import QueryLog
 from gf2env.agents.sb3_agent import SB3Spec
-from gf2env.config.settings import (
-    PER_DEPTH,
+from gf2env.config.flags import name_list, text_arg
+from gf2env.config.options import option
+from gf2env.config.settings import PER_DEPTH, check_episode_terms
+from gf2env.config.yaml_files import (
     check_bools,
-    check_keys,
+    check_config_keys,
     dataclass_from_mapping,
+    load_yaml,
     read_yaml_mapping,
 )
 from gf2env.errors import GF2ConfigError
-from gf2env.records.files import read_record_columns
-from gf2env.report.compute_plot import write_compute_figures
-from gf2env.report.fit import METHODS, EffectivePrefixFit, fit_agents, format_setting, write_fits_csv
-from gf2env.report.plots import write_figures
-from gf2env.report.results import (
-    format_compute,
-    format_summary,
-    summarize,
-    write_results_csv,
-    write_summary_csv,
-)
 
-_TOP_KEYS = {"agents", "grid", "records", "out", "level", "plots", "fit", "description",
-             "executor", "address"}  # fmt: skip
+if TYPE_CHECKING:
+    from gf2env.report.fit import EffectivePrefixFit
+
 _GRID_TUPLES = {"depths": int, "p": int, "d": int, "K": int, "sampling": str}
 
 
@@ -71,15 +62,34 @@ class CompareConfig:
     :class:`~gf2env.agents.sb3_agent.SB3Spec` objects.
     """
 
-    agents: tuple[str | LLMSpec | SB3Spec, ...]
-    grid: Grid | None = None
-    records: Path | None = None
+    # Each field's YAML key and flag (gf2env.config.options); the grid's are Grid's own.
+    agents: tuple[str | LLMSpec | SB3Spec, ...] = field(
+        metadata=option(type=name_list, help="e.g. A,B,C,D(k=3)")
+    )
+    grid: Grid | None = field(default=None, metadata=option(flag=False))
+    records: Path | None = field(
+        default=None, metadata=option(type=text_arg, help="evaluate on this records file instead of a grid")
+    )
     out: Path = Path("results/compare")
-    level: float = 0.95
-    plots: bool = True
-    fit: bool = True
-    description: str = ""
-    executor: ExecutorSpec = ExecutorSpec()  # where the cells are answered (here, or Ray tasks)
+    level: float = field(default=0.95, metadata=option(help="Jeffreys interval level (default 0.95)"))
+    plots: bool = field(default=True, metadata=option(negate=True))
+    fit: bool = field(default=True, metadata=option(negate=True, help="skip the effective-prefix fit"))
+    description: str = field(default="", metadata=option(flag=False))
+    executor: ExecutorSpec = field(  # where the cells are answered (here, or Ray tasks)
+        default=ExecutorSpec(),
+        metadata=option(
+            nested={  # ExecutorSpec's kind and address are top-level keys executor: and address:
+                "kind": option(
+                    key="executor", type=text_arg,
+                    help="where the cells run: local (default, this process) or ray (Ray tasks)",
+                ),
+                "address": option(
+                    type=text_arg,
+                    help="with --executor ray: the cluster, e.g. auto or HOST:6379 (default: a local Ray)",
+                ),
+            }
+        ),
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         if not self.agents:
@@ -123,11 +133,7 @@ def grid_from_mapping(obj: Any, where: str = "grid") -> Grid:
         for key in ("depths", "trials"):
             if key not in obj:
                 raise GF2ConfigError(f"{where} lacks {key!r}; e.g. depths: [0, 1, 3, 7] and trials: 500.")
-        if obj.get("episodes") is True and obj.get("n") == PER_DEPTH:
-            raise GF2ConfigError(
-                f"{where}: n: g+1 gives each depth instances of its own, but episodes: true walks one "
-                "instance through every depth; drop n (max depth + 1) or give an integer n above every depth."
-            )
+        check_episode_terms(obj.get("episodes"), obj.get("n"), "n:", "episodes: true", where=f"{where}: ")
     convert = {
         key: (lambda v, key=key, kind=kind: _as_tuple(v, key, kind)) for key, kind in _GRID_TUPLES.items()
     }
@@ -178,7 +184,7 @@ fit: true
 
 def default_config() -> CompareConfig:
     """The embedded default comparison (:data:`DEFAULT_CONFIG`)."""
-    return config_from_mapping(yaml.safe_load(DEFAULT_CONFIG), Path("<default>"))
+    return config_from_mapping(load_yaml(DEFAULT_CONFIG), Path("<default>"))
 
 
 def load_config(path: str | Path) -> CompareConfig:
@@ -190,7 +196,7 @@ def config_from_mapping(obj: Any, path: Path) -> CompareConfig:
     """A comparison from the mapping of a YAML file (``path`` names it in messages)."""
     if not isinstance(obj, dict):
         raise GF2ConfigError(f"{path} does not hold a mapping of keys (agents, grid, out, ...).")
-    check_keys(obj, _TOP_KEYS, str(path))
+    check_config_keys(obj, CompareConfig, str(path))
     check_bools(CompareConfig, obj, str(path))
     agents = obj.get("agents", [])
     if not isinstance(agents, list):
@@ -250,6 +256,13 @@ def run_compare(config: CompareConfig, progress: bool = True) -> CompareReport:
 
 
 def _run_compare(config: CompareConfig, progress: bool, start: float, log: QueryLog | None) -> CompareReport:
+    # The report's modules (scipy, the figures) load when a comparison runs, not when gf2 starts.
+    from gf2env.records.files import read_record_columns
+    from gf2env.report.compute_plot import write_compute_figures
+    from gf2env.report.fit import METHODS, fit_agents, write_fits_csv
+    from gf2env.report.plots import write_figures
+    from gf2env.report.results import format_compute, summarize, write_results_csv, write_summary_csv
+
     agents = make_agents(config.agents, log)
     lone: list[str] = []
     if config.grid is not None:
@@ -266,7 +279,7 @@ def _run_compare(config: CompareConfig, progress: bool, start: float, log: Query
     notes = lone + [line for a in agents if isinstance(a, LLMAgent) for line in a.report()]
     paper_usage: list[dict[str, Any]] = []
     if any(isinstance(a, LLMAgent) and a.spec.tools for a in agents):
-        from gf2env.agents.llm.tool_mode import (
+        from gf2env.agents.llm.tools.usage import (
             format_paper_tool_usage,
             format_tool_usage,
             paper_tool_usage,
@@ -285,7 +298,7 @@ def _run_compare(config: CompareConfig, progress: bool, start: float, log: Query
         if usage:
             notes.append("tool use by episode class (gf2env's breakdown):\n" + format_tool_usage(usage))
         if any(isinstance(a, LLMAgent) and a.episodes for a in agents):
-            from gf2env.agents.llm import reuse
+            from gf2env.agents.llm.tools import reuse
 
             by_depth, built = reuse.reuse_table(lines), reuse.episode_table(lines)
             config.out.mkdir(parents=True, exist_ok=True)
@@ -308,7 +321,7 @@ def _run_compare(config: CompareConfig, progress: bool, start: float, log: Query
     write_summary_csv(summary_csv, summary)
     tool_usage_csv = None
     if paper_usage:
-        from gf2env.agents.llm.tool_mode import write_paper_tool_usage
+        from gf2env.agents.llm.tools.usage import write_paper_tool_usage
 
         tool_usage_csv = config.out / "tool_usage.csv"
         write_paper_tool_usage(tool_usage_csv, paper_usage)
@@ -340,6 +353,9 @@ def _run_compare(config: CompareConfig, progress: bool, start: float, log: Query
 
 def print_report(report: CompareReport) -> None:
     """The summary table, the skips and the files written, for the terminal."""
+    from gf2env.report.fit import format_setting
+    from gf2env.report.results import format_summary
+
     print(format_summary(report.summary))
     for line in report.notes:
         print(line)

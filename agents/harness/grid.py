@@ -10,11 +10,13 @@ With ``episodes=True`` (``gf2 generate --episodes``) record ``trial`` at depth `
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gf2env.agents.base import Cell
+from gf2env.config.flags import count_arg, int_list, n_arg
+from gf2env.config.options import option
 from gf2env.config.settings import TaskSettings, check_depths, check_distinct
 from gf2env.errors import GF2ConfigError
 from gf2env.records.columns import (
@@ -24,8 +26,18 @@ from gf2env.records.columns import (
     generate_columns,
     generate_episode_columns,
 )
-from gf2env.records.record import Record, check_record_count, check_seed
+from gf2env.records.record import MAX_RECORDS, Record, check_record_count, check_seed
 from gf2env.task.oracle import SAMPLING_MODES, TaskConfig
+
+EPISODES_HELP = (
+    "record t at every depth is step g of episode t (one instance walked through depths 0..n-1 as the "
+    "env does in reveal mode; n = max depth + 1 unless --n is given), not a fresh instance a depth"
+)
+
+
+def sampling_list(text: str) -> tuple[str, ...]:
+    """``--sampling``: comma-separated sampling modes (each checked by :class:`Grid`)."""
+    return tuple(text.split(","))
 
 
 @dataclass(frozen=True)
@@ -40,15 +52,21 @@ class Grid:
     across the cells; its instances have ``n`` terms, ``max(depths) + 1`` when ``n`` is ``None``.
     """
 
-    depths: tuple[int, ...]
-    trials: int
-    p: tuple[int, ...] = (12,)
-    d: tuple[int, ...] = (4,)
-    K: tuple[int, ...] = (32,)
-    sampling: tuple[str, ...] = ("adversarial",)
+    depths: tuple[int, ...] = field(metadata=option(type=int_list))
+    trials: int = field(metadata=option(type=count_arg(1, MAX_RECORDS)))
+    p: tuple[int, ...] = field(
+        default=(12,), metadata=option(type=int_list, help="payload sizes, e.g. 8,12,16")
+    )
+    d: tuple[int, ...] = field(default=(4,), metadata=option(type=int_list))
+    K: tuple[int, ...] = field(default=(32,), metadata=option(type=int_list))
+    sampling: tuple[str, ...] = field(
+        default=("adversarial",), metadata=option(type=sampling_list, help="e.g. adversarial,diagnostic")
+    )
     seed: int = 0
-    n: int | None = None
-    episodes: bool = False
+    n: int | None = field(
+        default=None, metadata=option(type=n_arg, help="terms an instance, or 'g+1' (default)")
+    )
+    episodes: bool = field(default=False, metadata=option(help=EPISODES_HELP))
 
     def __post_init__(self) -> None:
         if not isinstance(self.episodes, bool):
@@ -180,4 +198,13 @@ def lone_settings(groups: Sequence[RecordColumns]) -> list[str]:
     ]
 
 
-__all__ = ["Grid", "column_cells", "grid_cells", "lone_settings", "record_cells", "sampling_of"]
+__all__ = [
+    "EPISODES_HELP",
+    "Grid",
+    "sampling_list",
+    "column_cells",
+    "grid_cells",
+    "lone_settings",
+    "record_cells",
+    "sampling_of",
+]

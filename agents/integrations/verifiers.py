@@ -16,7 +16,8 @@ from here. Needs the ``verifiers`` extra (Python >= 3.11; a virtualenv of its ow
 - :class:`GF2PythonToolset` (with ``tools``): one MCP tool server a rollout (verifiers starts it as
   ``python -m gf2env.agents.integrations.verifiers``) with one tool, ``run_python(code)``, which runs the
   code in :class:`gf2env.agents.sandbox.Sandbox` on the record's public view (what gf2env's tool mode shows:
-  never the target) under tool mode's limits, and returns :func:`gf2env.agents.llm.tool_mode.run_report`.
+  never the target) under tool mode's limits, and returns :func:`gf2env.agents.llm.tools.protocol.run_report`
+  (:class:`gf2env.agents.llm.tools.python_tool.PythonTool`, the budgeted tool TRL's environment uses too).
 - :class:`GF2Harness`: verifiers' own ``null`` chat loop (no bash tool; MCP tools when there are
   some), the taskset's default harness.
 
@@ -40,8 +41,11 @@ except ImportError as err:  # pragma: no cover - depends on the environment
         f"pip install -e '.[verifiers]' ({err})."
     ) from None
 
-from gf2env.agents.llm.tool_mode import answer_form, run_report, tool_protocol
-from gf2env.agents.sandbox import ISOLATIONS, Sandbox, record_view
+from gf2env.agents.llm.tools.paper import PAPER_TOOL_CALLS
+from gf2env.agents.llm.tools.protocol import answer_form, tool_protocol
+from gf2env.agents.llm.tools.python_tool import PythonTool
+from gf2env.agents.llm.tools.record_globals import globals_sentence, tool_view
+from gf2env.agents.sandbox import ISOLATIONS, Sandbox
 from gf2env.config.settings import DEPTH_LADDER, TaskSettings, check_depths
 from gf2env.records.record import Record, generate_record
 from gf2env.records.rows import prompt_row
@@ -55,10 +59,9 @@ def tool_call_instructions(answer_offset: int, k: int) -> str:
     """What the model is told about ``run_python`` (added to the user message with ``tools``)."""
     return (
         "Tool: run_python(code) runs Python 3 (numpy and the standard library; no network, no files) on "
-        "this record and returns what it printed. The record is loaded as the globals `n`, `p`, `d`, `g`, "
-        "`K`, `prefix` (the known terms as lists of 0-based payload indices) and `samples` (dicts with "
-        "`x`, `bits`, `address`, `payload`, `y`), also in `record`. Payload index j is the prompt's "
-        f"variable {answer_offset} + j. When you know the next term, reply with it as {answer_form(k)}."
+        "this record and returns what it printed. The record is loaded as the globals "
+        f"{globals_sentence('the ')}. Payload index j is the prompt's variable {answer_offset} + j. "
+        f"When you know the next term, reply with it as {answer_form(k)}."
     )
 
 
@@ -67,7 +70,7 @@ class GF2ToolsetConfig(vf.ToolsetConfig):
 
     isolation: str = "bwrap"
     """``bwrap``, or ``UNSAFE-rlimits-only`` (no namespaces: only where bubblewrap cannot run)."""
-    max_calls: int = Field(11, ge=0)
+    max_calls: int = Field(PAPER_TOOL_CALLS, ge=0)
     """``run_python`` calls a rollout may make (the paper's budget: 1 run and 10 revisions)."""
 
     @field_validator("isolation")
@@ -104,20 +107,20 @@ class GF2PythonToolset(vf.Toolset[GF2ToolsetConfig]):
 
     def __init__(self, config: GF2ToolsetConfig) -> None:
         super().__init__(config)
-        self.view: dict[str, Any] | None = None
-        self.calls = 0
         self.sandbox: Sandbox | None = None
+        spent = "No runs left: all {max_calls} are used. Reply with the answer."
+        self.python = PythonTool(None, spent, config.max_calls)  # its sandbox comes with setup()
 
     async def setup(self) -> None:
         """Refuse to serve where the sandbox cannot run (no bubblewrap and no explicit opt-out)."""
-        self.sandbox = Sandbox(tool_protocol("gf2env").limits, isolation=self.config.isolation)
+        self.sandbox = self.python.sandbox = Sandbox(
+            tool_protocol("gf2env").limits, isolation=self.config.isolation
+        )
 
     async def setup_task(self, data: GF2Data) -> None:
         """The rollout's record (verifiers hands the task's data over its state channel), as tool mode
         shows it to code: its public view and the answer offset."""
-        record = Record.from_json(json.loads(data.record))
-        self.view = {**record_view(record), "answer_offset": data.answer_offset}
-        self.calls = 0
+        self.python.start(tool_view(Record.from_json(json.loads(data.record)), data.answer_offset))
 
     @vf.tool
     def run_python(self, code: str) -> str:
@@ -129,12 +132,9 @@ class GF2PythonToolset(vf.Toolset[GF2ToolsetConfig]):
         Args:
             code: The Python source to run.
         """
-        if self.sandbox is None or self.view is None:
+        if self.sandbox is None or self.python.view is None:
             raise GF2ConfigError("run_python has no record: the tool server was not set up for a task.")
-        if self.calls >= self.config.max_calls:
-            return f"No runs left: all {self.config.max_calls} are used. Reply with the answer."
-        self.calls += 1
-        return run_report(self.sandbox.run(code, self.view))
+        return self.python.run_python(code)
 
 
 class GF2Task(vf.Task[GF2Data, vf.State, GF2TaskConfig]):

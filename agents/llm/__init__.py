@@ -4,10 +4,9 @@ The flow is one way: :mod:`~gf2env.agents.llm.agent` plans a cell's queries
 (:mod:`~gf2env.agents.llm.planning`),
 asks a backend (:mod:`~gf2env.agents.llm.openai_server`, :mod:`~gf2env.agents.llm.transformers_backend`,
 :mod:`~gf2env.agents.llm.vllm_engine`, all on the types of :mod:`~gf2env.agents.llm.queries`) those not yet in
-the log, and appends each answer to :mod:`~gf2env.agents.llm.query_log`; :mod:`~gf2env.agents.llm.tool_mode`
-runs
-tool episodes for it. The backends import their optional extras (httpx, transformers, vllm) only
-when used.
+the log, and appends each answer to :mod:`~gf2env.agents.llm.query_log`; the room
+:mod:`~gf2env.agents.llm.tools` runs tool episodes for it (tool use: its protocol, episodes, sessions).
+The backends import their optional extras (httpx, transformers, vllm) only when used.
 """
 
 from gf2env.agents.llm.agent import (

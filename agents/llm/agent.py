@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,10 +39,12 @@ from gf2env.agents.llm.openai_server import MAX_RESPONSE_BYTES, OpenAICompatible
 from gf2env.agents.llm.planning import plan_queries
 from gf2env.agents.llm.queries import APIS, Backend, SamplingParams
 from gf2env.agents.llm.query_log import QueryLog, entry_action, log_entry, mean_compute
-from gf2env.config.settings import check_keys, check_scalar_types
+from gf2env.agents.llm.tools.paper import PAPER_MAX_REVISIONS
+from gf2env.config.options import option
+from gf2env.config.yaml_files import dataclass_from_mapping
 from gf2env.errors import GF2ConfigError, MissingExtraError
 from gf2env.extras import install_command, is_installed
-from gf2env.text.prompt import PAPER_PROMPT_ID, check_prompt_id
+from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS, check_prompt_id
 
 SERVED_BACKENDS = ("vllm", "openai")  # OpenAI-compatible servers (vllm serve, transformers serve, ...)
 #: The range of each count of an LLM spec: past these a value is a typo that would run for ever (a
@@ -65,6 +67,26 @@ LLM_BACKENDS = (*SERVED_BACKENDS, "vllm-offline", "transformers")
 
 
 MAX_TIMEOUT_S = 86_400.0  # a day: one request's deadline (its whole reply)
+
+
+def _strings(key: str) -> Any:
+    """A config value that is one string or a list of them, as a tuple."""
+
+    def convert(value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            return (value,)
+        if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+            return tuple(value)
+        raise GF2ConfigError(f"llm: {key}={value!r} is not a string or a list of strings; pass one.")
+
+    return convert
+
+
+def _engine_args(value: Any) -> tuple[tuple[str, Any], ...]:
+    """``engine_args:``: a mapping of ``vllm.LLM`` keyword arguments, as sorted pairs."""
+    if not isinstance(value, dict):
+        raise GF2ConfigError(f"llm.engine_args must be a mapping; got {value!r}.")
+    return tuple(sorted(value.items()))
 
 
 def check_base_url(url: Any) -> str:
@@ -105,12 +127,12 @@ class LLMSpec:
         max_response_bytes: the most bytes of a reply's body read (served backends; 8 MiB): a longer
             reply is a failed attempt, retried, then logged as failed with its size.
         engine_args: keyword arguments of ``vllm.LLM`` (``vllm-offline``), e.g. ``max_model_len``.
-        tools: tool mode (:mod:`gf2env.agents.llm.tool_mode`): the model's code runs in the sandbox, its
+        tools: tool mode (:mod:`gf2env.agents.llm.tools`): the model's code runs in the sandbox, its
         output
             comes back, up to ``max_revisions`` revisions (chat API only).
         max_revisions: revision turns after the first run (the paper's budget: 10).
         tool_protocol: ``gf2env`` (gf2env's instructions, feedback and limits) or ``paper`` (the
-            paper's, :mod:`gf2env.agents.llm.paper_tools`).
+            paper's, :mod:`gf2env.agents.llm.tools.paper`).
         model_class: the model's class in the paper's tool-usage table (e.g. ``qwen3-instruct``;
             default: the backend's name).
         isolation: the sandbox's isolation, ``"bwrap"``; ``"UNSAFE-rlimits-only"`` is the explicit
@@ -120,31 +142,115 @@ class LLMSpec:
         system: the system message instead of the prompt's (``""``: none, e.g. for a template
             without a system role; in tool mode the tool instructions are then the system message).
         workspace: ``fresh`` (every run of the model's code starts from an empty scratch) or
-            ``episode`` (tool mode on episodes, :mod:`gf2env.agents.llm.episodes`: each instance is walked
-            through its depths and its code's files persist across the steps; part of a query's key).
+            ``episode`` (tool mode on episodes, :mod:`gf2env.agents.llm.tools.workspaces`: each instance is
+            walked through its depths and its code's files persist across the steps; part of a query's key).
     """
 
-    model: str
-    backend: str = "vllm"
-    base_urls: tuple[str, ...] = ()
-    name: str | None = None
-    prompt_id: str = PAPER_PROMPT_ID
-    api: str = "chat"
-    samples: int = 1
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-    concurrency: int = 8
-    timeout: float = 600.0
+    # Each field's YAML key and flag (``--`` + key): see gf2env.config.options; defaults are the fields'.
+    model: str = field(
+        metadata=option(help="served model name, or a model folder for vllm-offline/transformers")
+    )
+    backend: str = field(
+        default="vllm", metadata=option(flag_aliases=("--agent",), help=" | ".join(LLM_BACKENDS))
+    )
+    base_urls: tuple[str, ...] = field(
+        default=(),
+        metadata=option(
+            key="base_url", action="append", help="server root, e.g. http://127.0.0.1:8000 (repeatable)"
+        ),
+    )
+    name: str | None = field(
+        default=None,
+        metadata=option(flag_aliases=("--label",), help="agent name in the results (default: the model)"),
+    )
+    prompt_id: str = field(
+        default=PAPER_PROMPT_ID,
+        metadata=option(
+            key="prompt", help="prompt id: " + ", ".join(PROMPT_IDS) + " (paper: the paper's own)"
+        ),
+    )
+    api: str = field(default="chat", metadata=option(choices=APIS))
+    samples: int = field(default=1, metadata=option(help="answers a record (each its own seed)"))
+    sampling: SamplingParams = field(
+        default_factory=SamplingParams,
+        metadata=option(  # SamplingParams' fields are keys and flags of the LLM itself
+            nested={
+                "stop": option(
+                    action="append", metavar="S",
+                    help="stop string: a completion ends where it first appears (repeatable; part of a "
+                    "query's key)",
+                ),
+                "max_model_len": option(
+                    metavar="N",
+                    help="the context the model runs with (a server's --max-model-len; vllm-offline: the "
+                    "engine's): max tokens are cut to what a prompt leaves, a full context ends cut off "
+                    "instead of refused",
+                ),
+                "top_k": option(help="sample among the k likeliest tokens (default: no limit)"),
+            }
+        ),
+    )  # fmt: skip
+    concurrency: int = field(default=8, metadata=option(help="requests in flight per server"))
+    timeout: float = field(
+        default=600.0, metadata=option(help="seconds one request may take in all (a deadline)")
+    )
     retries: int = 4
-    max_response_bytes: int = MAX_RESPONSE_BYTES
-    engine_args: tuple[tuple[str, Any], ...] = ()
-    tools: bool = False
-    max_revisions: int = 10
-    tool_protocol: str = "gf2env"
-    model_class: str | None = None
-    isolation: str = "bwrap"
-    tool_wall_s: float | None = None
-    system: str | None = None
-    workspace: str = "fresh"
+    max_response_bytes: int = field(
+        default=MAX_RESPONSE_BYTES,
+        metadata=option(
+            metavar="N",
+            help="the most bytes of a reply read (default 8 MiB); a longer reply is a failed query",
+        ),
+    )
+    engine_args: tuple[tuple[str, Any], ...] = field(default=(), metadata=option(flag=False))
+    tools: bool = field(
+        default=False, metadata=option(help="tool mode: the model's Python runs in the sandbox")
+    )
+    max_revisions: int = field(
+        default=PAPER_MAX_REVISIONS, metadata=option(help="tool mode: revisions after the first run")
+    )
+    tool_protocol: str = field(
+        default="gf2env",
+        metadata=option(
+            choices=("gf2env", "paper"),
+            help="tool mode: gf2env's instructions, feedback and limits, or the paper's (its user-message "
+            "instructions, first code block, RECORD/PROMPT, stdlib only, ~500 ms)",
+        ),
+    )
+    model_class: str | None = field(
+        default=None, metadata=option(help="the model's class in the paper's tool-usage table")
+    )
+    isolation: str = field(
+        default="bwrap",
+        metadata=option(
+            flag_aliases=("--sandbox",), choices=("bwrap", "UNSAFE-rlimits-only"),
+            help="tool mode isolation; UNSAFE-rlimits-only runs model code without namespaces (opt-in)",
+        ),
+    )  # fmt: skip
+    tool_wall_s: float | None = field(
+        default=None,
+        metadata=option(
+            metavar="S",
+            help="tool mode: the sandbox's wall clock per run (default: the protocol's, 4 s; the "
+            "paper's 0.5 s)",
+        ),
+    )
+    system: str | None = field(
+        default=None,
+        metadata=option(
+            metavar="TEXT|none",
+            help="the system message instead of the prompt's; 'none' sends none (a template with no "
+            "system role)",
+        ),
+    )
+    workspace: str = field(
+        default="fresh",
+        metadata=option(
+            choices=("fresh", "episode"),
+            help="tool mode: every run starts empty (fresh), or files persist across an episode's steps "
+            "(episode: walks each instance through the depths; needs --episodes)",
+        ),
+    )
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -186,7 +292,7 @@ class LLMSpec:
                 raise GF2ConfigError(f"{name}={value} is outside [{low}, {high:,}]; pass a count in it.")
         if self.tools and self.api != "chat":
             raise GF2ConfigError("Tool mode is a conversation; it needs api='chat', not 'completions'.")
-        from gf2env.agents.llm.tool_mode import tool_protocol
+        from gf2env.agents.llm.tools.protocol import tool_protocol
 
         tool_protocol(self.tool_protocol)
         if self.tool_wall_s is not None:
@@ -202,7 +308,7 @@ class LLMSpec:
                     f"tool_wall_s={wall!r}: give the sandbox's wall clock a run, in seconds > 0 and "
                     f"<= {MAX_WALL_S:g}."
                 )
-        from gf2env.agents.llm.episodes import WORKSPACE_MODES
+        from gf2env.agents.llm.tools.workspaces import WORKSPACE_MODES
 
         if self.workspace not in WORKSPACE_MODES:
             raise GF2ConfigError(f"workspace={self.workspace!r} is not one of {WORKSPACE_MODES}.")
@@ -222,13 +328,13 @@ class LLMSpec:
         """What, besides prompt and sampling, a query's answer depends on (hashed into its key)."""
         if not self.tools:
             return None
-        from gf2env.agents.llm.tool_mode import tool_protocol
+        from gf2env.agents.llm.tools.protocol import tool_protocol
 
         mode = {"tools": tool_protocol(self.tool_protocol).id, "max_revisions": self.max_revisions}
         if self.tool_wall_s is not None:  # only when set: the keys of earlier runs stay valid
             mode["tool_wall_s"] = float(self.tool_wall_s)
         if self.workspace == "episode":
-            from gf2env.agents.llm.reuse import WORKSPACE_NOTE_ID
+            from gf2env.agents.llm.tools.reuse import WORKSPACE_NOTE_ID
 
             mode["workspace"] = WORKSPACE_NOTE_ID
         return mode
@@ -238,7 +344,7 @@ class LLMSpec:
         """The sandbox limits of a tool-mode run: the tool protocol's, with ``tool_wall_s`` if set."""
         from dataclasses import replace
 
-        from gf2env.agents.llm.tool_mode import tool_protocol
+        from gf2env.agents.llm.tools.protocol import tool_protocol
 
         limits = tool_protocol(self.tool_protocol).limits
         return limits if self.tool_wall_s is None else replace(limits, wall_s=float(self.tool_wall_s))
@@ -250,34 +356,10 @@ class LLMSpec:
     @classmethod
     def from_mapping(cls, obj: dict[str, Any]) -> LLMSpec:
         """From the ``llm:`` mapping of a config file (sampling keys inline); unknown keys are errors."""
-        sampling_keys = {f.name for f in fields(SamplingParams)}
-        keys = {f.name for f in fields(cls)} - {"sampling", "base_urls", "prompt_id", "engine_args"}
-        allowed = keys | sampling_keys | {"base_url", "prompt", "engine_args"}
-        check_keys(obj, allowed, "llm")
-        check_scalar_types(obj, cls, "llm")
-        check_scalar_types(obj, SamplingParams, "llm")
-        for key in ("base_url", "stop"):
-            value = obj.get(key, ())
-            if not isinstance(value, str) and not (
-                isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value)
-            ):
-                raise GF2ConfigError(f"llm: {key}={value!r} is not a string or a list of strings; pass one.")
-        urls = obj.get("base_url", ())
-        urls = (urls,) if isinstance(urls, str) else tuple(urls)
-        engine_args = obj.get("engine_args", {})
-        if not isinstance(engine_args, dict):
-            raise GF2ConfigError(f"llm.engine_args must be a mapping; got {engine_args!r}.")
-        sampling = {k: obj[k] for k in sampling_keys if k in obj}
-        if "stop" in sampling:
-            stop = sampling["stop"]
-            sampling["stop"] = (stop,) if isinstance(stop, str) else tuple(stop)
-        return cls(
-            base_urls=urls,
-            prompt_id=obj.get("prompt", PAPER_PROMPT_ID),
-            sampling=SamplingParams(**sampling),
-            engine_args=tuple(sorted(engine_args.items())),
-            **{k: obj[k] for k in keys if k in obj},
-        )
+        return dataclass_from_mapping(
+            cls, obj, "llm", check_types=True,
+            convert={"base_url": _strings("base_url"), "stop": _strings("stop"), "engine_args": _engine_args},
+        )  # fmt: skip
 
     def make_backend(self) -> Backend:
         """The backend this spec names (loads the model for the local backends)."""
@@ -417,7 +499,7 @@ class LLMAgent:
         if not self.episodes:
             self._ask_new([p for cell in cells for p in self._plan(cell)], progress)
             return
-        from gf2env.agents.llm.episodes import chain_episodes
+        from gf2env.agents.llm.tools.workspaces import chain_episodes
 
         chains = chain_episodes([p for cell in cells for p in self._plan_steps(cell)])
         for chain in chains:
@@ -486,8 +568,8 @@ class LLMAgent:
         if self.pool is None:
             asyncio.run(backend.run([p.query for p in todo], params, on_result))
         elif chains:
-            from gf2env.agents.llm.episodes import run_episodes
-            from gf2env.agents.llm.tool_mode import tool_protocol
+            from gf2env.agents.llm.tools.protocol import tool_protocol
+            from gf2env.agents.llm.tools.workspaces import run_episodes
 
             def on_step(episode: Any, fields: dict[str, Any]) -> None:
                 on_result(episode.completion(), {**episode.summary(), **fields})
@@ -497,7 +579,7 @@ class LLMAgent:
                 backend, chains, params, self.pool.sandbox, protocol, self.spec.max_revisions, on_step
             )
         else:
-            from gf2env.agents.llm.tool_mode import run_tool_episodes, start_episode, tool_protocol
+            from gf2env.agents.llm.tools import run_tool_episodes, start_episode, tool_protocol
 
             protocol, revise = tool_protocol(self.spec.tool_protocol), self.spec.max_revisions > 0
             episodes = [

@@ -9,7 +9,7 @@ retry) applies unchanged. The turns of the episode (prompt, response, score) are
 ``history``, and the chat form of the current step is in ``info["messages"]``.
 
 With ``tools`` (a :class:`gf2env.envs.tool_turns.ToolTurns`, e.g.
-:class:`gf2env.agents.llm.tool_session.SandboxTools`) a step may take several replies: a reply that runs
+:class:`gf2env.agents.llm.tools.SandboxTools`) a step may take several replies: a reply that runs
 code (or must be asked again) gets the session's feedback as the observation, with reward 0 and the
 depth unchanged; the reply that ends the step is graded on the session's final text (see
 :mod:`gf2env.envs.tool_turns`). One session spans one episode.
@@ -83,7 +83,7 @@ class GF2ReconTextEnv(gym.Wrapper):
         if tools is not None and not isinstance(tools, ToolTurns):
             raise GF2ConfigError(
                 f"tools={type(tools).__name__} has no open(); pass a gf2env.envs.tool_turns.ToolTurns "
-                "such as gf2env.agents.llm.tool_session.SandboxTools(), or None for plain replies."
+                "such as gf2env.agents.llm.tools.SandboxTools(), or None for plain replies."
             )
         self.tools = tools
         self._session: ToolSession | None = None

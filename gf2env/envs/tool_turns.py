@@ -2,7 +2,7 @@
 
 The env does not run code itself (the sandbox lives in :mod:`gf2env.agents.sandbox`, a layer above); it is
 given a :class:`ToolTurns` (``gym.make("GF2ReconText-v1", tools=...)``, e.g.
-:class:`gf2env.agents.llm.tool_session.SandboxTools`) and talks to it through these two protocols:
+:class:`gf2env.agents.llm.tools.SandboxTools`) and talks to it through these two protocols:
 
 - at ``reset`` the env opens a :class:`ToolSession` (one per episode), and closes it when the episode
   ends, at the next ``reset`` and at ``close``: whatever the session kept for the episode (a

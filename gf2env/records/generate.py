@@ -21,14 +21,15 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from gf2env.config.flags import int_list, n_arg
-from gf2env.config.settings import DEPTH_LADDER, PER_DEPTH, TaskSettings
+from gf2env.config.flags import add_flags, int_list, n_arg
+from gf2env.config.options import option
+from gf2env.config.settings import DEPTH_LADDER, PER_DEPTH, TaskSettings, check_episode_terms
 from gf2env.errors import GF2ConfigError
 from gf2env.records.columns import RecordColumns, generate_columns, generate_episode_columns
 from gf2env.records.hf_dataset import DatasetSpec, Split, parse_splits, split_seed, write_dataset_folder
 from gf2env.records.parquet import PARQUET_SUFFIXES, write_parquet
 from gf2env.records.record import check_record_count, check_seed
-from gf2env.task.oracle import SAMPLING_MODES, TaskConfig
+from gf2env.task.oracle import TaskConfig
 from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS
 
 
@@ -36,10 +37,14 @@ from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS
 class DatasetPreset:
     """A named dataset grid. ``n=None`` means each depth's instances have ``g + 1`` terms."""
 
-    depths: tuple[int, ...]
-    trials: int
-    n: int | None
-    task: TaskSettings = field(default_factory=TaskSettings)
+    depths: tuple[int, ...] = field(
+        metadata=option(type=int_list, help="comma-separated depths, e.g. 0,1,3,7")
+    )
+    trials: int = field(metadata=option(help="records a depth (a folder without --splits: its train)"))
+    n: int | None = field(
+        metadata=option(type=n_arg, help="terms an instance, or 'g+1' (default: the preset's)")
+    )
+    task: TaskSettings = field(default_factory=TaskSettings, metadata=option(flag=False))
 
 
 PRESETS = {
@@ -54,11 +59,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     preset = PRESETS[args.preset] if args.preset else DatasetPreset(depths=(0,), trials=100, n=32)
     depths = args.depths if args.depths is not None else preset.depths
     trials = check_record_count(args.trials if args.trials is not None else preset.trials, "--trials")
-    if args.episodes and args.n == PER_DEPTH:
-        raise GF2ConfigError(
-            "--n g+1 gives each depth instances of its own, but --episodes walks one instance through every "
-            "depth; drop --n (the preset's n, or max depth + 1) or pass an integer --n above every depth."
-        )
+    check_episode_terms(args.episodes, args.n, default_n="the preset's n, or max depth + 1")
     n = preset.n if args.n is None else (None if args.n == PER_DEPTH else args.n)
     if args.episodes and n is None:
         n = max(depths) + 1
@@ -229,14 +230,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "generate", help="write a dataset of records (the paper's JSON, JSONL, Parquet) or a dataset folder"
     )
     gen.add_argument("--preset", choices=sorted(PRESETS), help="a paper grid (overridable below)")
-    gen.add_argument("--depths", type=int_list, help="comma-separated depths, e.g. 0,1,3,7")
-    gen.add_argument("--trials", type=int, help="records a depth (a folder without --splits: its train)")
-    gen.add_argument("--n", type=n_arg, help="terms an instance, or 'g+1' (default: the preset's)")
-    gen.add_argument("--p", type=int)
-    gen.add_argument("--d", type=int)
-    gen.add_argument("--K", type=int)
-    gen.add_argument("--sampling", choices=SAMPLING_MODES)
-    gen.add_argument("--w", type=int, help="adversarial payload weight (default w*)")
+    add_flags(gen, DatasetPreset, overrides=True)  # each overrides the preset's
+    add_flags(gen, TaskSettings, overrides=True)
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument(
         "--episodes",

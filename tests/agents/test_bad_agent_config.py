@@ -1,4 +1,4 @@
-"""Careless compare configs reach users as ``gf2: error: ...`` naming the fix, not a traceback (issue 19)."""
+"""Careless compare configs reach users as ``gf2: error: ...`` naming the fix, not a traceback."""
 
 import subprocess
 import sys
@@ -111,7 +111,7 @@ def test_tool_wall_s_sets_the_sandbox_clock_and_joins_the_key():
     ],
 )
 def test_eval_flags_are_checked_where_they_are_made(tmp_path, flags, message):
-    """Each was accepted (every query then failed, or retried for 16 s) or a traceback (issue 37)."""
+    """Each was accepted (every query then failed, or retried for 16 s) or a traceback."""
     base = ["eval", "--agent", "openai", "--model", "m", "--depths", "0", "--trials", "1"]
     if "--base-url" not in flags:
         base += ["--base-url", "http://127.0.0.1:1"]

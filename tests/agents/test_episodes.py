@@ -21,9 +21,9 @@ pytest.importorskip("httpx")
 from gf2env.agents.base import Cell  # noqa: E402
 from gf2env.agents.harness.evaluate import evaluate  # noqa: E402
 from gf2env.agents.llm.agent import LLMAgent, LLMSpec  # noqa: E402
-from gf2env.agents.llm.episodes import chain_episodes, run_episodes  # noqa: E402
 from gf2env.agents.llm.query_log import QueryLog  # noqa: E402
-from gf2env.agents.llm.reuse import (  # noqa: E402
+from gf2env.agents.llm.tools.protocol import tool_protocol  # noqa: E402
+from gf2env.agents.llm.tools.reuse import (  # noqa: E402
     code_lines,
     episode_table,
     reuse_table,
@@ -31,7 +31,7 @@ from gf2env.agents.llm.reuse import (  # noqa: E402
     used_from_workspace,
     workspace_note,
 )
-from gf2env.agents.llm.tool_mode import tool_protocol  # noqa: E402
+from gf2env.agents.llm.tools.workspaces import chain_episodes, run_episodes  # noqa: E402
 from gf2env.agents.sandbox import Sandbox, WorkspaceInventory, detect_isolation  # noqa: E402
 from gf2env.errors import GF2ConfigError  # noqa: E402
 from gf2env.records.columns import columns_from_records, generate_episode  # noqa: E402

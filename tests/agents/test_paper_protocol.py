@@ -16,14 +16,14 @@ pytest.importorskip("httpx")
 
 from gf2env.agents.harness.compare import load_config  # noqa: E402
 from gf2env.agents.llm.openai_server import request_body  # noqa: E402
-from gf2env.agents.llm.paper_tools import (  # noqa: E402
+from gf2env.agents.llm.queries import Query, SamplingParams  # noqa: E402
+from gf2env.agents.llm.tools.paper import (  # noqa: E402
     first_code_block,
     paper_feedback,
     paper_result,
     paper_tool_message,
 )
-from gf2env.agents.llm.queries import Query, SamplingParams  # noqa: E402
-from gf2env.agents.llm.tool_mode import PAPER_TOOL_USAGE_COLUMNS, paper_tool_usage  # noqa: E402
+from gf2env.agents.llm.tools.usage import PAPER_TOOL_USAGE_COLUMNS, paper_tool_usage  # noqa: E402
 from gf2env.agents.sandbox import (  # noqa: E402
     PAPER_LIMITS,
     Sandbox,

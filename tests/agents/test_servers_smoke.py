@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from gf2env.agents.llm.tool_mode import TOOL_USE_CLASSES  # noqa: E402
+from gf2env.agents.llm.tools.episode import TOOL_USE_CLASSES  # noqa: E402
 from tests.servers import group_alive, start_transformers_server, vllm_or_skip  # noqa: E402
 
 pytestmark = pytest.mark.slow

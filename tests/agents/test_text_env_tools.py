@@ -17,7 +17,7 @@ import gymnasium as gym
 import pytest
 
 import gf2env  # noqa: F401  (registers the envs)
-from gf2env.agents.llm.tool_session import SandboxTools, SandboxToolSession
+from gf2env.agents.llm.tools.session import SandboxTools, SandboxToolSession
 from gf2env.agents.sandbox import DEFAULT_LIMITS, Sandbox
 from gf2env.errors import GF2ConfigError
 from tests.agents.sandbox_judge import CORPUS, HAVE_BWRAP, MODE_PARAMS, make_sandbox

@@ -15,17 +15,16 @@ import pytest
 
 pytest.importorskip("httpx")
 
-from gf2env.agents.llm.tool_mode import (  # noqa: E402
+from gf2env.agents.llm.tools.episode import start_episode  # noqa: E402
+from gf2env.agents.llm.tools.protocol import (  # noqa: E402
     cut_off,
     extract_code,
     feedback_message,
-    format_tool_usage,
     has_answer,
     retry_message,
-    start_episode,
     tool_instructions,
-    tool_usage,
 )
+from gf2env.agents.llm.tools.usage import format_tool_usage, tool_usage  # noqa: E402
 from gf2env.agents.sandbox import Sandbox, SandboxPool, detect_isolation, record_view  # noqa: E402
 from gf2env.records.files import read_records  # noqa: E402
 from gf2env.records.record import generate_record  # noqa: E402
@@ -389,3 +388,30 @@ def test_trl_tool_environment_keeps_a_workspace_across_the_turns_of_a_rollout():
     assert "stay for your later" not in fresh.reset(**row)
     fresh.run_python(build)
     assert "No module named 'tools'" in fresh.run_python(use)
+
+
+def test_the_sandbox_globals_are_described_once_and_the_budget_is_counted_once():
+    from gf2env.agents.llm.tools import PAPER_MAX_REVISIONS, PAPER_TOOL_CALLS, PythonTool
+    from gf2env.agents.llm.tools.record_globals import RECORD_GLOBALS, SAMPLE_FIELDS, tool_view
+    from gf2env.errors import GF2ConfigError
+
+    rec = generate_record(TaskConfig(n=8), 5, 0, seed=2)
+    view = tool_view(rec, 7)
+    assert set(RECORD_GLOBALS) == {*view, "record"} - {"answer_offset"} and view["answer_offset"] == 7
+    assert tuple(view["samples"][0]) == tuple(SAMPLE_FIELDS) and PAPER_TOOL_CALLS == PAPER_MAX_REVISIONS + 1
+
+    class Ran:
+        def run(self, code, view):
+            from types import SimpleNamespace
+
+            return SimpleNamespace(
+                exit_code=0, stdout=code, stderr="", stop_reason="exited", wall_s=0.0, stdout_truncated=False
+            )
+
+    tool = PythonTool(Ran(), "spent {max_calls}", max_calls=1)
+    with pytest.raises(GF2ConfigError, match="no record"):
+        tool.run_python("x")
+    tool.start(view)
+    assert tool.run_python("print(1)").startswith("exit code 0") and tool.run_python("x") == "spent 1"
+    tool.start(view)  # a new record: the budget starts again
+    assert tool.calls == 0 and "print(2)" in tool.run_python("print(2)")

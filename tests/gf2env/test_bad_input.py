@@ -1,4 +1,4 @@
-"""Careless input to the task layer: wrong numbers and untyped crashes become typed errors (issue 19)."""
+"""Careless input to the task layer: wrong numbers and untyped crashes become typed errors."""
 
 import json
 import subprocess
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import gf2env  # noqa: F401  (registers the envs)
-from gf2env.config.settings import (
+from gf2env.config.yaml_files import (
     MAX_CONFIG_BYTES,
     check_scalar_types,
     dataclass_from_mapping,
@@ -124,7 +124,7 @@ def test_a_boolean_field_is_known_by_its_type_however_annotated(key, value):
     ],
 )
 def test_config_yaml_refuses_duplicate_keys_aliases_and_deep_nesting(tmp_path, text, message):
-    """A key given twice was the last one silently; an alias bomb took gigabytes (issue 37)."""
+    """A key given twice was the last one silently; an alias bomb took gigabytes."""
     path = tmp_path / "c.yaml"
     path.write_text(text)
     with pytest.raises(GF2ConfigError, match=message):
@@ -194,7 +194,7 @@ def test_a_grid_naming_a_setting_twice_is_refused(tmp_path):
 
 
 def test_a_closed_env_raises_on_use():
-    """The vector env kept stepping after close() (issue 37); the single and text envs too."""
+    """The vector env kept stepping after close(); the single and text envs too."""
     from gymnasium.error import ClosedEnvironmentError
 
     for env in (GF2ReconVectorEnv(2), gym.make("GF2Recon-v1"), gym.make("GF2ReconText-v1")):
@@ -218,7 +218,7 @@ def test_a_closed_env_raises_on_use():
     ],
 )
 def test_env_arguments_are_typed_errors(call, message):
-    """Each was a TypeError, an AttributeError or a 30 GiB MemoryError (issue 37)."""
+    """Each was a TypeError, an AttributeError or a 30 GiB MemoryError."""
     with pytest.raises(GF2ConfigError, match=message):
         call()
 
@@ -245,7 +245,7 @@ def test_generate_into_an_output_it_cannot_write_is_one_line_naming_it(tmp_path,
 
 
 def test_a_records_path_that_is_no_regular_file_is_refused_at_once(tmp_path):
-    """``--records /dev/zero`` read until MemoryError and a FIFO hung forever (issue 37)."""
+    """``--records /dev/zero`` read until MemoryError and a FIFO hung forever."""
     import os
     import time
 
@@ -270,7 +270,7 @@ def test_a_records_file_over_the_cap_is_refused(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name, text", [("a.json", "[" * 100_000), ("b.jsonl", '{"x": ' + "[" * 100_000)])
 def test_json_nested_100000_deep_is_a_format_error(tmp_path, name, text):
-    """A RecursionError traceback before (issue 37)."""
+    """A RecursionError traceback before."""
     from gf2env.errors import RecordFormatError
     from gf2env.records.files import read_records
 

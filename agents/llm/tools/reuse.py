@@ -1,11 +1,11 @@
 """Tool reuse across the steps of an episode: what the model is told its workspace holds, whether a
 step's code uses what an earlier step left there, and the table that sums it up.
 
-A step of an episode in a persistent workspace (:mod:`gf2env.agents.llm.episodes`) is measured against what
-the workspace held when the step began (:class:`gf2env.agents.sandbox.WorkspaceInventory`, read inside the
-sandbox). Every run is a fresh process, so code can only use an earlier step's work through the
-workspace's files: a step **reuses** when its code imports one of the workspace's modules (``import
-tools``, ``from tools import solve``) or names one of its files in a string (``open("notes.json")``,
+A step of an episode in a persistent workspace (:mod:`gf2env.agents.llm.tools.workspaces`) is measured
+against what the workspace held when the step began (:class:`gf2env.agents.sandbox.WorkspaceInventory`,
+read inside the sandbox). Every run is a fresh process, so code can only use an earlier step's work
+through the workspace's files: a step **reuses** when its code imports one of the workspace's modules
+(``import tools``, ``from tools import solve``) or names one of its files in a string (``open("notes.json")``,
 ``runpy.run_path("solve.py")``). :func:`step_reuse` reports that, the names it used, the non-blank
 lines the step ran and how many of them no earlier step of the episode ran (``new_lines``), and what
 the workspace defined before and after the step. The analysis reads the code (``ast``); it does not

@@ -3,11 +3,11 @@
 With ``workspace: episode`` (``gf2 eval --tools --workspace episode``, on records that are the steps
 of episodes: ``--episodes``), the queries of one instance (same source, setting, trial and sample)
 form a chain in depth order. Step ``s`` of every chain is asked together (batched on the backend);
-a chain's steps run one after another, each a tool episode of its own (:mod:`gf2env.agents.llm.tool_mode`:
+a chain's steps run one after another, each a tool episode of its own (:mod:`gf2env.agents.llm.tools.episode`:
 a fresh conversation of at most ``max_revisions + 1`` replies) whose code runs in the chain's
 :class:`~gf2env.agents.sandbox.Workspace`. The files the code writes stay for the chain's later steps, and
 each step's tool instructions end with what the workspace holds
-(:func:`gf2env.agents.llm.reuse.workspace_note`).
+(:func:`gf2env.agents.llm.tools.reuse.workspace_note`).
 The workspace is emptied and its worker given back when the chain ends.
 
 A step's answer depends on the steps before it, so its query key is chained: the SHA-256 of its own
@@ -17,7 +17,7 @@ killed mid-episode) is asked again from its first step, since its workspace is g
 answers supersede the old ones in the log (:func:`gf2env.agents.llm.query_log.unique_entries`).
 
 Each step's log line adds ``workspace`` (``"episode"``), ``episode_id``, ``episode_step`` and the
-reuse measures of :func:`gf2env.agents.llm.reuse.step_reuse`.
+reuse measures of :func:`gf2env.agents.llm.tools.reuse.step_reuse`.
 """
 
 from __future__ import annotations
@@ -30,10 +30,12 @@ from typing import Any
 
 from gf2env.agents.llm.planning import Planned
 from gf2env.agents.llm.queries import Backend, SamplingParams
-from gf2env.agents.llm.reuse import step_reuse, workspace_note
-from gf2env.agents.llm.tool_mode import ToolEpisode, ToolProtocol, run_tool_episodes, start_episode
-from gf2env.errors import GF2ConfigError
-from gf2env.records.record import episode_of
+from gf2env.agents.llm.tools.episode import ToolEpisode, start_episode
+from gf2env.agents.llm.tools.protocol import ToolProtocol
+from gf2env.agents.llm.tools.reuse import step_reuse, workspace_note
+from gf2env.agents.llm.tools.runner import run_tool_episodes
+from gf2env.errors import GF2ConfigError, RecordFormatError
+from gf2env.records.record import group_episodes
 
 WORKSPACE_MODES = ("fresh", "episode")
 
@@ -63,39 +65,45 @@ def chain_key(key: str, previous: str) -> str:
 
 
 def chain_episodes(planned: Sequence[Planned]) -> list[EpisodeChain]:
-    """The episodes of ``planned``: its queries grouped by (source, setting, episode, sample), the
-    episode named by each record's ``exp`` (:func:`gf2env.records.record.episode_of`), each group
-    in depth order with chained keys and seeds. Refused unless every group is the steps of one
-    instance (each record's prefix continues the one before, its target included)."""
-    groups: dict[tuple[Any, ...], list[Planned]] = {}
+    """The episodes of ``planned``, each in depth order with chained keys and seeds: its queries of one
+    (source, setting, sample) grouped by :func:`gf2env.records.record.group_episodes` (the one grouping
+    rule of episodes: the episode named by each record's ``exp``, one step a depth), episodes in order
+    of first appearance. Refused unless every group is the steps of one instance (each record's prefix
+    continues the one before, its target included)."""
+    order = {id(p): i for i, p in enumerate(planned)}
+    runs: dict[tuple[Any, ...], list[Planned]] = {}
     for p in planned:
-        r = p.record
-        if episode_of(r.exp) is None:
+        runs.setdefault((p.source, p.sampling, p.sample), []).append(p)
+    found: list[tuple[int, EpisodeChain]] = []
+    for (source, sampling, _), items in runs.items():
+        by_record = {id(p.record): p for p in items}
+        try:
+            groups = group_episodes(p.record for p in items)
+        except RecordFormatError as err:
             raise GF2ConfigError(
-                f"workspace: episode walks an instance through its depths, but record {p.trial} of "
-                f"{p.source} (g={r.g}, exp={r.exp!r}) is not the step of an episode; evaluate on episodes "
-                "(--episodes, grid: {episodes: true}, or a file from gf2 generate --episodes), or drop "
-                "--workspace episode."
-            )
-        groups.setdefault((p.source, p.sampling, r.p, r.d, r.K, r.n, r.exp, p.sample), []).append(p)
-    chains = []
-    for (source, sampling, p_, d, K, n, episode, _), steps in groups.items():
-        steps.sort(key=lambda item: item.record.g)
-        for earlier, later in zip(steps, steps[1:], strict=False):
-            if not _continues(earlier, later):
-                raise GF2ConfigError(
-                    f"workspace: episode walks an instance through its depths, but the record of {episode!r} "
-                    f"in {source} (p={p_} d={d} K={K} n={n} {sampling}) at g={later.record.g} does not "
-                    f"continue its step at g={earlier.record.g} (an edited file?); check the records."
-                )
-        previous, chained = "", []
-        for step in steps:
-            key = chain_key(step.query.key, previous)
-            query = replace(step.query, key=key, seed=int(key[:8], 16) & 0x7FFFFFFF)
-            chained.append(replace(step, query=query))
-            previous = key
-        chains.append(EpisodeChain(tuple(chained), tuple(step.query.key for step in steps)))
-    return chains
+                "workspace: episode walks an instance through its depths, but among the records of "
+                f"{source} ({sampling}): {err} Or evaluate with --episodes (grid: {{episodes: true}}), or "
+                "drop --workspace episode."
+            ) from None
+        for (episode, n, p_, d, K), records in groups.items():
+            steps = [by_record[id(record)] for record in records]
+            for earlier, later in zip(steps, steps[1:], strict=False):
+                if not _continues(earlier, later):
+                    where = f"{episode!r} in {source} (p={p_} d={d} K={K} n={n} {sampling})"
+                    raise GF2ConfigError(
+                        f"workspace: episode walks an instance through its depths, but the record of {where} "
+                        f"at g={later.record.g} does not continue its step at g={earlier.record.g} "
+                        "(an edited file?); check the records."
+                    )
+            previous, chained = "", []
+            for step in steps:
+                key = chain_key(step.query.key, previous)
+                query = replace(step.query, key=key, seed=int(key[:8], 16) & 0x7FFFFFFF)
+                chained.append(replace(step, query=query))
+                previous = key
+            chain = EpisodeChain(tuple(chained), tuple(step.query.key for step in steps))
+            found.append((min(order[id(step)] for step in steps), chain))
+    return [chain for _, chain in sorted(found, key=lambda item: item[0])]
 
 
 def _each(function: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:

@@ -4,20 +4,20 @@
 
     env = gym.make("GF2ReconText-v1", tools=SandboxTools(), p=6, d=3, K=16, n=8, step_mode="reveal")
 
-Each step of an episode is a tool episode of :mod:`gf2env.agents.llm.tool_mode` (its protocol, its budget of
-``max_revisions + 1`` replies, its final-answer precedence), driven one reply at a time by the
+Each step of an episode is a tool episode of :mod:`gf2env.agents.llm.tools.episode` (its protocol, its
+budget of ``max_revisions + 1`` replies, its final-answer precedence), driven one reply at a time by the
 env's ``step`` (:meth:`ToolEpisode.take_reply` and :meth:`ToolEpisode.take_result`, the rules the
 batched agent uses). With ``workspace="episode"`` (the default) the episode's code runs in one
 :class:`gf2env.agents.sandbox.Workspace`: files written at depth g are there at depth g+1, every step's
-tool instructions end with :func:`gf2env.agents.llm.reuse.workspace_note` (what the workspace holds when
-the step begins), and the step's ``info["reuse"]`` is :func:`gf2env.agents.llm.reuse.step_reuse`; the
+tool instructions end with :func:`gf2env.agents.llm.tools.reuse.workspace_note` (what the workspace holds when
+the step begins), and the step's ``info["reuse"]`` is :func:`gf2env.agents.llm.tools.reuse.step_reuse`; the
 workspace is emptied and its worker given back when the env's episode ends, at the next ``reset``
 and at ``env.close()``. With ``workspace="fresh"`` every run starts from an empty scratch and the
 model is told nothing of files.
 
 The env's actions are plain strings, so a reply is never known to be cut off by ``max_tokens``
-(:func:`gf2env.agents.llm.tool_mode.cut_off` needs the finish reason): a cut-off reply counts as an ordinary
-one.
+(:func:`gf2env.agents.llm.tools.protocol.cut_off` needs the finish reason): a cut-off reply counts as an
+ordinary one.
 """
 
 from __future__ import annotations
@@ -25,10 +25,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gf2env.agents.llm.episodes import WORKSPACE_MODES
 from gf2env.agents.llm.queries import Completion, Query
-from gf2env.agents.llm.reuse import step_reuse, workspace_note
-from gf2env.agents.llm.tool_mode import ToolEpisode, run_jobs, start_episode, tool_protocol
+from gf2env.agents.llm.tools.episode import ToolEpisode, start_episode
+from gf2env.agents.llm.tools.paper import PAPER_MAX_REVISIONS
+from gf2env.agents.llm.tools.protocol import tool_protocol
+from gf2env.agents.llm.tools.reuse import step_reuse, workspace_note
+from gf2env.agents.llm.tools.runner import run_jobs
+from gf2env.agents.llm.tools.workspaces import WORKSPACE_MODES
 from gf2env.agents.sandbox import Sandbox, SandboxResult, Workspace, WorkspaceInventory
 from gf2env.envs.tool_turns import ToolTurn
 from gf2env.errors import GF2ConfigError, ResetNeededError
@@ -46,7 +49,7 @@ class SandboxTools:
             ``"fresh"``: every run in a fresh scratch.
         protocol: the tool protocol (``"gf2env"``; ``"paper"`` only with ``workspace="fresh"``: the
             paper's protocol has no workspace).
-        max_revisions: replies a step may take after its first (the paper: 10).
+        max_revisions: replies a step may take after its first (the paper: :data:`PAPER_MAX_REVISIONS`).
     """
 
     def __init__(
@@ -54,7 +57,7 @@ class SandboxTools:
         sandbox: Sandbox | None = None,
         workspace: str = "episode",
         protocol: str = "gf2env",
-        max_revisions: int = 10,
+        max_revisions: int = PAPER_MAX_REVISIONS,
     ) -> None:
         if workspace not in WORKSPACE_MODES:
             raise GF2ConfigError(
@@ -68,7 +71,9 @@ class SandboxTools:
                 "steps); pass workspace='fresh' with it, or protocol='gf2env' for a persistent workspace."
             )
         if isinstance(max_revisions, bool) or not isinstance(max_revisions, int) or max_revisions < 0:
-            raise GF2ConfigError(f"max_revisions={max_revisions!r}: pass an integer >= 0 (paper: 10).")
+            raise GF2ConfigError(
+                f"max_revisions={max_revisions!r}: pass an integer >= 0 (paper: {PAPER_MAX_REVISIONS})."
+            )
         self.workspace = workspace
         self.max_revisions = max_revisions
         self._own = sandbox is None

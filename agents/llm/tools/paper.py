@@ -10,7 +10,10 @@ What the paper's code does in tool mode, as gf2env's ``--tool-protocol paper``:
   the end of the reply (so a reply cut off by ``max_tokens`` inside code still runs);
 - each run is answered by an "Execution result:" message (:func:`paper_feedback`): ``error:``,
   ``stdout:``, ``stderr:`` (those not empty), ``returncode=…, elapsed=…ms``, then the revise choice;
-- a reply without a code block is the final answer.
+- a reply without a code block is the final answer;
+- the budget is one run and :data:`PAPER_MAX_REVISIONS` revisions (:data:`PAPER_TOOL_CALLS` runs in
+  all): the default of every tool door (``--max-revisions``,
+  :class:`~gf2env.agents.llm.tools.session.SandboxTools`, TRL's and verifiers' ``run_python`` budget).
 
 Where gf2env does not follow the paper's code: the code never sees the target (the paper's
 ``RECORD`` carries it), and the isolation is gf2env's sandbox (bubblewrap, seccomp, rlimits), with
@@ -25,6 +28,8 @@ from typing import Any
 from gf2env.text.answers import strip_reasoning
 
 PAPER_TOOL_PROTOCOL_ID = "paper-tools"
+PAPER_MAX_REVISIONS = 10  # the paper's revisions after the first run
+PAPER_TOOL_CALLS = PAPER_MAX_REVISIONS + 1  # the paper's code runs (replies) an episode may make
 
 _HEAD = """
 **TOOL MODE — you MUST answer by writing Python code. No code = no credit.**
@@ -152,6 +157,8 @@ def paper_feedback(result: dict[str, Any], revise: bool) -> str:
 
 
 __all__ = [
+    "PAPER_MAX_REVISIONS",
+    "PAPER_TOOL_CALLS",
     "PAPER_TOOL_PROTOCOL_ID",
     "STOP_DROPPED_IN_TOOL_TURNS",
     "first_code_block",
