@@ -36,7 +36,7 @@ from gf2env.config.settings import DEPTH_LADDER
 from gf2env.errors import GF2ConfigError
 from gf2env.records.record import Record, generate_record
 from gf2env.task.oracle import TaskConfig
-from gf2env.text.answers import boxed_answer, score_answer
+from gf2env.text.answers import score_answer, submitted_answer
 from gf2env.text.prompt import PAPER_PROMPT_ID, Prompt, check_prompt_id, render_prompt
 
 
@@ -171,7 +171,7 @@ class GF2ToolEnvironment:
         rec, prompt = self._require_reset()
         if self.submission is not None:
             return f"Already submitted {self.submission['answer']}; the first submission is final."
-        answer = boxed_answer(indices)
+        answer = submitted_answer(indices)
         score = score_answer(answer, rec.target, rec.p, prompt.answer_offset)
         self.submission = {"answer": list(indices), "score": score.to_dict(), "tool_calls": self.tool_calls}
         return f"Submitted {list(indices)}."

@@ -47,6 +47,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any, Literal
 
 from gf2env.task.rules import Failure, read_support
@@ -298,6 +299,16 @@ def boxed_answer(indices: Sequence[int], offset: int = 0) -> str:
     """The canonical strict answer ``\\boxed{[i1, i2, ...]}`` naming ``indices`` (payload indices, in the
     order given) in a prompt's numbering: each index plus ``offset`` (the prompt's answer offset)."""
     return "\\boxed{[" + ", ".join(str(int(i) + offset) for i in indices) + "]}"
+
+
+def submitted_answer(indices: Any) -> str:
+    """The reply a ``submit(indices)`` tool call stands for: :func:`boxed_answer` of the indices, or,
+    where they are not a list of integers (a model may pass anything), their text, which grades as
+    the malformed answer it is rather than failing the tool call."""
+    items = indices if isinstance(indices, (list, tuple)) else None
+    if items is None or not all(isinstance(i, Integral) and not isinstance(i, bool) for i in items):
+        return str(indices)
+    return boxed_answer(items)
 
 
 def score_answer(text: str, target: Sequence[int], p: int, n: int, *, stopped_by: str | None = None) -> Score:

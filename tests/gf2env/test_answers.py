@@ -413,3 +413,18 @@ def test_validate_non_sequences_are_not_integer_answers(candidate):
 def test_validate_requires_balanced_brackets_and_ascii_digits():
     assert validate_answer("[4, 5, 7", (4, 5, 7), 12).failure is Failure.NO_ANSWER
     assert validate_answer("\u0664,5,7", (4, 5, 7), 12).failure is Failure.NOT_INTEGER
+
+
+def test_a_submit_tool_call_of_anything_is_a_reply_to_grade():
+    """TRL's and OpenEnv's ``submit(indices)`` hand the model's arguments on as they came: integers
+    become the canonical box, anything else a reply that grades as malformed (never a crashed tool)."""
+    from gf2env.text.answers import boxed_answer, submitted_answer
+
+    assert (
+        submitted_answer([13, 14, 16])
+        == submitted_answer((13, np.int64(14), 16))
+        == boxed_answer([13, 14, 16])
+    )
+    assert score_answer(submitted_answer([1, 2, 3]), (1, 2, 3), 12, 0).correct
+    for bad in (["1", "2", "3"], "1,2,3", [1.0, 2.0, 3.0], [True, 2, 3], None):
+        assert not score_answer(submitted_answer(bad), (1, 2, 3), 12, 0).correct, bad

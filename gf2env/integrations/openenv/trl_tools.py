@@ -16,7 +16,7 @@ from typing import Any
 
 from gf2env.integrations.openenv.client import GF2ReconTextClient
 from gf2env.integrations.openenv.models import GF2ReconTextAction
-from gf2env.text.answers import boxed_answer
+from gf2env.text.answers import submitted_answer
 
 SUBMIT_NOTE = (
     "Answer with the tool submit(indices): the next term's variable indices in the prompt's numbering. "
@@ -53,7 +53,7 @@ class GF2ReconTextTools:
         """
         if self.done or self._client is None:
             raise ValueError("The episode is over; there is no step to answer.")
-        result = self._client.step(GF2ReconTextAction(response=boxed_answer(indices)))
+        result = self._client.step(GF2ReconTextAction(response=submitted_answer(indices)))
         self.rewards.append(float(result.reward))
         self.done = result.done
         verdict = "Right." if result.reward else "Wrong."
