@@ -72,23 +72,29 @@ class _RenamingUnpickler(pickle.Unpickler):
         return super().find_class(OLD_MODULES.get(top, top) + dot + rest, name)
 
 
-def _stored_data(path: Path) -> dict[str, Any]:
-    """The JSON ``data`` entry of a checkpoint zip."""
-    with zipfile.ZipFile(path) as archive:
-        return json.loads(archive.read("data"))
-
-
 def _unpickle(value: dict[str, str]) -> Any:
     return _RenamingUnpickler(io.BytesIO(base64.b64decode(value[":serialized:"].encode()))).load()
 
 
-def stored_objects(path: Path) -> dict[str, Any]:
+def _read_policy(path: Path) -> tuple[dict[str, Any], Any]:
+    """A checkpoint zip's JSON ``data`` entry and its policy class (older module names renamed); a zip
+    that is not one, or a class that does not unpickle, is a typed error."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            data = json.loads(archive.read("data"))
+        return data, _unpickle(data["policy_class"])
+    except Exception as err:  # zipfile errors, no data entry, not JSON, a policy class that does not unpickle
+        raise _unreadable(path, err) from None
+
+
+def stored_objects(data: dict[str, Any], skip: str = "") -> dict[str, Any]:
     """The pickled entries of a checkpoint's ``data`` (its policy class, policy kwargs, spaces...), read
     with :data:`OLD_MODULES` renamed. Given to SB3's ``load`` as ``custom_objects``, they load checkpoints
-    saved before and after the rename alike. An entry that does not unpickle here is left to SB3."""
+    saved before and after the rename alike. An entry that does not unpickle here is left to SB3, and
+    entry ``skip`` (one already read) is not read again."""
     objects = {}
-    for key, value in _stored_data(path).items():
-        if isinstance(value, dict) and ":serialized:" in value:
+    for key, value in data.items():
+        if key != skip and isinstance(value, dict) and ":serialized:" in value:
             try:
                 objects[key] = _unpickle(value)
             except Exception:  # SB3 reads it (or warns that it cannot) as it always does
@@ -103,10 +109,13 @@ def load_sb3(spec: SB3Spec) -> Any:
     path = Path(spec.path)
     if not path.exists():
         raise GF2ConfigError(f"SB3 checkpoint {path} does not exist; train one with gf2 train sb3.")
-    check_algorithm(path, spec.algo)
+    data, policy = _read_policy(path)  # the data entry read (and the policy class unpickled) once
+    _check_fits(path, policy, spec.algo)
     try:
         return getattr(sb3, spec.algo.upper()).load(
-            str(path), device="cpu", custom_objects=stored_objects(path)
+            str(path),
+            device="cpu",
+            custom_objects={**stored_objects(data, skip="policy_class"), "policy_class": policy},
         )
     except Exception as err:  # e.g. a damaged parameters file: torch's or zipfile's errors
         raise _unreadable(path, err) from None
@@ -125,12 +134,12 @@ def check_algorithm(path: Path, algo: str) -> None:
     their policies, so a checkpoint of one loads, and acts the same, as the other. Only the zip's
     ``data`` entry is read, and of it only the policy class is unpickled, older module names renamed
     (the parameters are ``load``'s to read, once)."""
+    _check_fits(path, _read_policy(path)[1], algo)
+
+
+def _check_fits(path: Path, policy: Any, algo: str) -> None:
     import stable_baselines3 as sb3
 
-    try:
-        policy = _unpickle(_stored_data(path)["policy_class"])
-    except Exception as err:  # zipfile errors, no data entry, not JSON, a policy class that does not unpickle
-        raise _unreadable(path, err) from None
     fits = [
         name
         for name in SB3_ALGOS
