@@ -26,10 +26,6 @@ if TYPE_CHECKING:
     from gf2env.agents.llm.agent import LLMSpec
     from gf2env.agents.sb3_agent import SB3Spec
 
-GRID_FLAGS = ("p", "d", "K", "sampling", "depths", "trials", "seed", "n", "episodes")  # Grid's fields
-#: The flags of CompareConfig's fields that ``compare`` and ``eval`` share (``--out`` each has its own help).
-_RUN_FLAGS = ("records", "level", "plots", "fit", "kind", "address")
-
 
 def add_grid_flags(parser: argparse.ArgumentParser) -> None:
     """What to evaluate on (a grid, or ``--records``) and where the results go: the flags of
@@ -57,7 +53,7 @@ def compare_config(
     from gf2env.agents.harness.executors import ExecutorSpec
     from gf2env.agents.harness.grid import Grid
 
-    given = {k: getattr(args, k) for k in GRID_FLAGS if getattr(args, k) is not None}
+    given = flag_values(args, Grid, given_only=True)  # the grid flags given, by Grid's field names
     records = Path(args.records) if args.records else None
     if records is None and base is not None and base.records is not None:
         if given:
@@ -321,4 +317,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo.set_defaults(func=cmd_demo)
 
 
-__all__ = ["GRID_FLAGS", "add_grid_flags", "compare_config", "llm_spec", "preset_agent", "register"]
+__all__ = ["add_grid_flags", "compare_config", "llm_spec", "preset_agent", "register"]
