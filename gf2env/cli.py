@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from gf2env.errors import GF2ConfigError, InconsistentEvidenceError, RecordFormatError
 from gf2env.extras import missing_module_message
+from gf2env.version import __version__
 
 # Each module has ``register(subparsers)``, adding its commands with ``set_defaults(func=...)``.
 COMMAND_MODULES = (
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gf2", description="The GF(2) circuit-reconstruction benchmark: datasets, evaluations, fits."
     )
+    parser.add_argument("--version", action="version", version=f"gf2 {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)

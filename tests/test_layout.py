@@ -24,7 +24,7 @@ LAYER_FOLDERS = {"gf2env": "gf2env", "gf2env.agents": "agents", "gf2env.train": 
 #: The core's rooms, lowest first: a module of one room imports only from its own room or those before
 #: it. The package itself (``gf2env``, whose ``__init__`` registers the envs) and the dispatcher sit on top.
 CORE_ROOMS = (
-    ("errors", "extras", "version"),
+    ("errors", "extras", "version", "event_loop", "run_record"),
     ("task",),
     ("stream",),
     ("config",),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+from contextlib import ExitStack
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,10 +19,11 @@ from typing import TYPE_CHECKING
 from gf2env.config.flags import add_flags, count_arg, flag_values, text_arg
 from gf2env.config.settings import DEPTH_LADDER, PER_DEPTH, check_episode_terms
 from gf2env.errors import GF2ConfigError
+from gf2env.run_record import run_record
 from gf2env.task.oracle import SAMPLING_MODES
 
 if TYPE_CHECKING:
-    from gf2env.agents.harness.compare import CompareConfig
+    from gf2env.agents.harness.compare import CompareConfig, CompareReport
     from gf2env.agents.harness.grid import Grid
     from gf2env.agents.llm.agent import LLMSpec
     from gf2env.agents.sb3_agent import SB3Spec
@@ -133,7 +135,7 @@ def run_digest(config: CompareConfig) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from gf2env.agents.harness.compare import default_config, load_config, print_report, run_compare
+    from gf2env.agents.harness.compare import default_config, load_config, print_report
 
     if args.config:
         base = load_config(args.config)
@@ -142,8 +144,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
     else:
         base = None
     agents = tuple(args.agents) if args.agents else base.agents if base else ()
-    print_report(run_compare(compare_config(args, agents, base), progress=not args.quiet))
+    print_report(run_recorded("compare", compare_config(args, agents, base), progress=not args.quiet))
     return 0
+
+
+def run_recorded(command: str, config: CompareConfig, progress: bool) -> CompareReport:
+    """:func:`~gf2env.agents.harness.compare.run_compare` with its ``run.json`` in ``config.out``
+    (:func:`gf2env.run_record.run_record`: the config, versions, host, and how the run ended)."""
+    from gf2env.agents.harness.compare import make_out_dir, run_compare
+
+    seeds = {"evaluate": config.grid.seed if config.grid is not None else 0}
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(run_record(config.out, command, config, seeds))
+        except (OSError, GF2ConfigError):
+            make_out_dir(config.out)  # says plainly why --out cannot be a folder
+            raise
+        return run_compare(config, progress=progress)
 
 
 def llm_spec(args: argparse.Namespace) -> LLMSpec:
@@ -190,7 +207,7 @@ def preset_agent(agent: str | LLMSpec | SB3Spec, args: argparse.Namespace) -> st
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """An LLM (served or local) or estimators on a grid or records file; LLM queries are logged and resume."""
-    from gf2env.agents.harness.compare import load_config, print_report, run_compare
+    from gf2env.agents.harness.compare import load_config, print_report
     from gf2env.agents.harness.grid import Grid
     from gf2env.agents.llm.agent import LLM_BACKENDS
 
@@ -214,7 +231,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         config = compare_config(args, (llm_spec(args),), default_grid=small, default_out=Path("results/eval"))
     else:  # estimators: the same run as gf2 compare
         config = compare_config(args, tuple(a for a in args.backend.split(",") if a))
-    print_report(run_compare(config, progress=not args.quiet))
+    print_report(run_recorded("eval", config, progress=not args.quiet))
     return 0
 
 
@@ -317,4 +334,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo.set_defaults(func=cmd_demo)
 
 
-__all__ = ["add_grid_flags", "compare_config", "llm_spec", "preset_agent", "register"]
+__all__ = ["add_grid_flags", "compare_config", "llm_spec", "preset_agent", "register", "run_recorded"]

@@ -25,7 +25,6 @@ retries) has no row; the count is reported, and running again asks those queries
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from gf2env.agents.llm.tools.paper import PAPER_MAX_REVISIONS
 from gf2env.config.options import option
 from gf2env.config.yaml_files import dataclass_from_mapping
 from gf2env.errors import GF2ConfigError, MissingExtraError
+from gf2env.event_loop import run_sync
 from gf2env.extras import install_command, is_installed
 from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS, check_prompt_id
 
@@ -566,7 +566,7 @@ class LLMAgent:
 
         start = time.perf_counter()
         if self.pool is None:
-            asyncio.run(backend.run([p.query for p in todo], params, on_result))
+            run_sync(backend.run([p.query for p in todo], params, on_result))
         elif chains:
             from gf2env.agents.llm.tools.protocol import tool_protocol
             from gf2env.agents.llm.tools.workspaces import run_episodes

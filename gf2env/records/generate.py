@@ -15,6 +15,8 @@ import json
 import os
 import stat
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from gf2env.records.columns import RecordColumns, generate_columns, generate_epi
 from gf2env.records.hf_dataset import DatasetSpec, Split, parse_splits, split_seed, write_dataset_folder
 from gf2env.records.parquet import PARQUET_SUFFIXES, write_parquet
 from gf2env.records.record import check_record_count, check_seed
+from gf2env.run_record import RECORD_FILE, run_record
 from gf2env.task.oracle import TaskConfig
 from gf2env.text.prompt import PAPER_PROMPT_ID, PROMPT_IDS
 
@@ -89,20 +92,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         return _write_folder(args, settings, depths, n, trials)
     check_record_count(trials * len(depths), f"--trials {trials} at {len(depths)} depths")
     held = hold_records_out(args.out)
+    dataset = DatasetPreset(depths=tuple(depths), trials=trials, n=n, task=settings)
+    run = {"preset": args.preset, "dataset": dataset, "episodes": args.episodes, "seed": args.seed}
     try:
-        if args.episodes:
-            return _write_records(args, fmt, _episode_groups(config, depths, trials, args.seed, args.quiet))
-        bar = tqdm(total=len(depths) * trials, desc="records", unit="rec", disable=args.quiet)
-        groups = []
-        for g in depths:
-            groups.append(generate_columns(config, g, trials, args.seed, n=g + 1 if n is None else n))
-            bar.update(trials)
-        bar.close()
-        offset = 0
-        for i, group in enumerate(groups):  # file order: depth by depth, trials in order
-            groups[i] = replace(group, index=group.index + offset)
-            offset += group.R
-        return _write_records(args, fmt, groups)
+        with recorded(args.out, False, {**run, "format": fmt, "out": args.out}, {"seed": args.seed}):
+            return _write_records_of(args, fmt, config, depths, n, trials)
     except OSError as err:
         if err.filename is not None:
             raise
@@ -111,6 +105,30 @@ def cmd_generate(args: argparse.Namespace) -> int:
     finally:
         if held is not None:
             os.close(held)
+
+
+def _write_records_of(
+    args: argparse.Namespace,
+    fmt: str,
+    config: TaskConfig,
+    depths: tuple[int, ...],
+    n: int | None,
+    trials: int,
+) -> int:
+    """Draw the records (or episodes) and write them as one records file."""
+    if args.episodes:
+        return _write_records(args, fmt, _episode_groups(config, depths, trials, args.seed, args.quiet))
+    bar = tqdm(total=len(depths) * trials, desc="records", unit="rec", disable=args.quiet)
+    groups = []
+    for g in depths:
+        groups.append(generate_columns(config, g, trials, args.seed, n=g + 1 if n is None else n))
+        bar.update(trials)
+    bar.close()
+    offset = 0
+    for i, group in enumerate(groups):  # file order: depth by depth, trials in order
+        groups[i] = replace(group, index=group.index + offset)
+        offset += group.R
+    return _write_records(args, fmt, groups)
 
 
 def _episode_groups(
@@ -152,6 +170,40 @@ def _write_records(args: argparse.Namespace, fmt: str, groups: list[RecordColumn
                 fh.write("]\n")
     print(f"wrote {count} records to {args.out}", file=sys.stderr)
     return 0
+
+
+def record_folder(out: str, folder: bool) -> Path | None:
+    """Where ``gf2 generate`` keeps its ``run.json``: the folder ``--out`` is written into, beside the
+    records file or the dataset ``folder`` (which holds only what ``datasets`` reads). None for an
+    ``--out`` that is no file or folder to keep (empty, a device, a FIFO, under /dev, /proc or /sys), or
+    whose folder is missing for a records file (the write fails and says so) or is no folder."""
+    path = Path(out)
+    if not out.strip() or (path.exists() and not (path.is_dir() if folder else path.is_file())):
+        return None
+    parent = Path(os.path.abspath(out)).parent
+    if parent.resolve().parts[:2] in (("/", "dev"), ("/", "proc"), ("/", "sys")):
+        return None
+    if (parent.exists() and not parent.is_dir()) or (not folder and not parent.exists()):
+        return None
+    return parent
+
+
+@contextmanager
+def recorded(out: str, folder: bool, config: dict[str, object], seeds: dict[str, int]) -> Iterator[None]:
+    """The body with its :func:`~gf2env.run_record.run_record` in :func:`record_folder` (none where that
+    is None; a folder that refuses it is a warning, the write itself then says what is wrong)."""
+    where = record_folder(out, folder)
+    with ExitStack() as stack:
+        if where is not None:
+            try:
+                stack.enter_context(run_record(where, "generate", config, seeds))
+            except OSError as err:
+                why = err.strerror or str(err)
+                print(
+                    f"gf2: warning: no {RECORD_FILE} in {where} ({why}); writing --out all the same",
+                    file=sys.stderr,
+                )
+        yield
 
 
 def hold_records_out(out: str) -> int | None:
@@ -217,7 +269,12 @@ def _write_folder(
     total = sum(s.trials for s in splits) * len(depths)
     for split in splits:
         check_record_count(split.trials * len(depths), f"split {split.name} at {len(depths)} depths")
-    with tqdm(total=total, desc="rows", unit="row", disable=args.quiet) as bar:
+    run = {"preset": args.preset, "dataset": spec, "format": "hf", "out": args.out}
+    seeds = {"seed": args.seed, **{f"split {s.name}": s.seed for s in splits}}
+    with (
+        recorded(args.out, True, run, seeds),
+        tqdm(total=total, desc="rows", unit="row", disable=args.quiet) as bar,
+    ):
         sizes = write_dataset_folder(args.out, spec, progress=bar.update)
     counts = ", ".join(f"{name}: {rows}" for name, rows in sizes.items())
     print(f"wrote {sum(sizes.values())} rows ({counts}) and a dataset card to {args.out}", file=sys.stderr)

@@ -7,7 +7,6 @@ each finished episode over; a turn's sampling seed is :func:`turn_seed`.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,6 +14,7 @@ from gf2env.agents.llm.queries import Backend, Completion, Query, SamplingParams
 from gf2env.agents.llm.tools.episode import ToolEpisode
 from gf2env.agents.llm.tools.paper import PAPER_MAX_REVISIONS
 from gf2env.errors import GF2ConfigError
+from gf2env.event_loop import run_sync
 
 
 def run_jobs(
@@ -51,7 +51,7 @@ def _ask_all(backend: Backend, queries: Sequence[Query], params: SamplingParams)
     def keep(completion: Completion) -> None:
         replies.setdefault(completion.key, completion)
 
-    asyncio.run(backend.run(queries, params, keep))
+    run_sync(backend.run(queries, params, keep))
     return replies
 
 
