@@ -13,7 +13,7 @@ LOOPS = ("grpo", "sft", "sb3")  # the scripts train/<loop>.py
 
 def cmd_train(args: argparse.Namespace) -> int:
     try:
-        script = importlib.import_module(f"train.{args.loop}")
+        script = importlib.import_module(f"gf2env.train.{args.loop}")
     except ImportError as err:
         extra = "sb3" if args.loop == "sb3" else "train"
         raise MissingExtraError(

@@ -12,14 +12,16 @@ there), and ``sft`` (the teacher data of a warm start: depths, records, tool var
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import difflib
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gf2env.config.flags import add_flags
-from gf2env.config.options import option
 from gf2env.config.settings import check_depths
-from gf2env.config.yaml_files import check_bools, dataclass_from_mapping, read_config
+from gf2env.config.yaml_files import check_bools, check_keys, dataclass_from_mapping, read_config
 from gf2env.errors import GF2ConfigError
 from gf2env.train.curriculum import Curriculum, make_curriculum
 from gf2env.train.data import TaskSpec
@@ -85,7 +87,7 @@ class TrainConfig:
     trainer: dict[str, Any] = field(default_factory=dict)
     sft: SFTData = field(default_factory=SFTData)
     seed: int = 0
-    output_dir: Path = field(default=Path("results/train"), metadata=option(help="override output_dir"))
+    output_dir: Path = Path("results/train")
     tools: bool = False
     description: str = ""
 
@@ -97,43 +99,49 @@ class TrainConfig:
             )
 
 
-def _section(obj: dict[str, Any], name: str, cls: type, path: Path, **convert: Any) -> Any:
-    return dataclass_from_mapping(cls, obj.get(name), f"{path}: {name}", convert=convert)
-
-
 def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
     """Read a run from YAML; unknown keys are errors. ``overrides`` replace top-level values."""
     path = Path(path)
     obj = read_config(path, "training run (configs/train/grpo/, configs/train/sft/)", TrainConfig)
-    check_bools(TrainConfig, obj, str(path))
+    return train_config(obj, str(path), **overrides)
+
+
+def train_config(obj: dict[str, Any], where: str, **overrides: Any) -> TrainConfig:
+    """A run from its YAML mapping (``where`` names it in messages); ``overrides`` replace top-level
+    values (``model_path``: the model's folder)."""
+    check_bools(TrainConfig, obj, where)
     if "model" not in obj or not isinstance(obj["model"], dict):
-        raise GF2ConfigError(f"{path} lacks model: {{path: <a local model folder>}}.")
+        raise GF2ConfigError(f"{where} lacks model: {{path: <a local model folder>}}.")
     trainer = obj.get("trainer") or {}
     if not isinstance(trainer, dict):
-        raise GF2ConfigError(f"{path}: trainer must be a mapping of GRPOConfig/SFTConfig options.")
+        raise GF2ConfigError(f"{where}: trainer must be a mapping of GRPOConfig/SFTConfig options.")
     as_tuple = lambda v: tuple(int(x) for x in v)  # noqa: E731
+
+    def section(name: str, cls: type, **convert: Any) -> Any:
+        return dataclass_from_mapping(cls, obj.get(name), f"{where}: {name}", convert=convert)
+
     values: dict[str, Any] = {
-        "model": _section(obj, "model", ModelSpec, path),
-        "task": _section(obj, "task", TaskSpec, path),
+        "model": section("model", ModelSpec),
+        "task": section("task", TaskSpec),
         "curriculum": make_curriculum(obj.get("curriculum") or {"kind": "fixed", "stages": [[0, [0]]]}),
-        "rewards": _section(obj, "rewards", RewardWeights, path),
-        "gamma": _section(obj, "gamma", GammaEvalSpec, path, depths=as_tuple),
+        "rewards": section("rewards", RewardWeights),
+        "gamma": section("gamma", GammaEvalSpec, depths=as_tuple),
         "trainer": dict(trainer),
-        "sft": _section(obj, "sft", SFTData, path, depths=as_tuple),
+        "sft": section("sft", SFTData, depths=as_tuple),
         "seed": int(obj.get("seed", 0)),
-        "output_dir": output_folder(obj.get("output_dir", "results/train"), f"{path}: output_dir"),
+        "output_dir": output_folder(obj.get("output_dir", "results/train"), f"{where}: output_dir"),
         "tools": obj.get("tools", False),
         "description": str(obj.get("description", "")),
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     if "model_path" in values:
         values["model"] = ModelSpec(values.pop("model_path"), values["model"].dtype, values["model"].lora)
-    values["output_dir"] = output_folder(values["output_dir"], "--output-dir")
+    values["output_dir"] = output_folder(values["output_dir"], "--output_dir")
     return TrainConfig(**values)
 
 
 def output_folder(value: Any, what: str) -> Path:
-    """A run's output folder, from its config or ``--output-dir``: a path that names something. An
+    """A run's output folder, from its config or ``--output_dir``: a path that names something. An
     empty or blank one is refused: ``Path("")`` is the working directory, which a run would fill."""
     if not isinstance(value, (str, Path)) or not str(value).strip():
         raise GF2ConfigError(
@@ -142,23 +150,122 @@ def output_folder(value: Any, what: str) -> Path:
     return Path(value)
 
 
-def run_parser(prog: str, description: str, example: str) -> argparse.ArgumentParser:
-    """The command line shared by the TRL scripts: a config and the overrides of a run."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--config", required=True, help=f"a YAML run, e.g. {example}")
-    parser.add_argument("--model-path", help="override model.path")
-    add_flags(parser, TrainConfig, ["output_dir"], overrides=True)
-    parser.add_argument("--max-steps", type=int, help="override trainer.max_steps")
-    return parser
+def trainer_settings(config: TrainConfig, **ours: Any) -> dict[str, Any]:
+    """The TRL config's values of a run: the run's own (``output_dir``, ``seed``, one log a step, a CPU's
+    settings where there is no CUDA, and ``ours``), the config's ``trainer`` mapping over them."""
+    import torch
+
+    cpu = (
+        {}
+        if torch.cuda.is_available()
+        else {"use_cpu": True, "bf16": False, "fp16": False, "activation_checkpointing": False}
+    )
+    return {"output_dir": str(config.output_dir), "seed": config.seed, "logging_steps": 1, **cpu, **ours,
+            **config.trainer}  # fmt: skip
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """The run a parsed :func:`run_parser` command line names."""
-    config = load_train_config(args.config, model_path=args.model_path, output_dir=args.output_dir)
-    if args.max_steps is not None:
-        config.trainer["max_steps"] = args.max_steps
-    return config
+# ---------------------------------------------------------------------------- the command line
+#: The sections of a run with a flag a field (``--gamma.every 5``), beside TRL's own flags.
+SECTIONS: dict[str, type] = {"model": ModelSpec, "task": TaskSpec, "rewards": RewardWeights,
+                             "gamma": GammaEvalSpec, "sft": SFTData}  # fmt: skip
 
 
-__all__ = ["ModelSpec", "RewardWeights", "SFTData", "TrainConfig", "config_from_args", "load_train_config",
-           "output_folder", "run_parser"]  # fmt: skip
+def _flag_value(text: str) -> Any:
+    """A section flag's value, read as YAML: ``5``, ``0.5``, ``[0, 1, 3]``, ``{r: 8}``, ``adversarial``."""
+    import yaml
+
+    from gf2env.config.yaml_files import load_yaml
+
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as err:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a YAML value ({err})") from None
+
+
+def _add_section_flags(parser: argparse.ArgumentParser, loop: str) -> None:
+    group = parser.add_argument_group(
+        "gf2 run (each flag overrides one key of the YAML's sections; values are YAML: 5, [0, 1], {r: 8})"
+    )
+    group.add_argument("--config", metavar="YAML", help=f"the run, e.g. configs/train/{loop}/smoke.yaml")
+    group.add_argument("--model-path", "--model.path", dest="model.path", type=_flag_value, metavar="DIR",
+                       help="the model folder (model.path), or a name from `gf2 models list`")  # fmt: skip
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            if section == "model" and f.name == "path":
+                continue
+            group.add_argument(f"--{section}.{f.name}", dest=f"{section}.{f.name}", type=_flag_value,
+                               metavar="VALUE", help=argparse.SUPPRESS if section == "sft" and loop != "sft"
+                               else f"{section}: {f.name} (default {f.default!r})" if f.default is not
+                               dataclasses.MISSING else f"{section}: {f.name}")  # fmt: skip
+    group.add_argument("--curriculum", type=_flag_value, metavar="YAML",
+                       help="the curriculum mapping, e.g. '{kind: adaptive, ladder: [0, 1, 3]}'")  # fmt: skip
+    group.add_argument("--resume", action="store_true", help="continue from output_dir's last checkpoint-*")
+    if loop == "grpo":
+        group.add_argument("--tools", type=_flag_value, metavar="BOOL", help="tool mode (true/false)")
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The YAML mapping's changes the section flags ask for."""
+    changes: dict[str, Any] = {}
+    for dest, value in vars(args).items():
+        if value is None or dest in ("config", "resume"):
+            continue
+        section, _, key = dest.partition(".")
+        if key:
+            changes.setdefault(section, {})[key] = value
+        else:
+            changes[section] = value
+    return changes
+
+
+def parse_run(
+    argv: Sequence[str] | None,
+    loop: str,
+    trl_class: Any,
+    description: str,
+    ours: Callable[[TrainConfig], dict[str, Any]] | None = None,
+) -> tuple[TrainConfig, Any, bool]:
+    """``gf2 train grpo|sft`` through TRL's parser: ``--config`` (the YAML run), a flag for every field of
+    ``trl_class`` (GRPOConfig/SFTConfig, as ``trl grpo`` has them: ``--learning_rate 1e-5``, also
+    ``--learning-rate``), whose defaults are the run's :func:`trainer_settings` (``ours(run)``, then the
+    YAML's ``trainer:``), and a flag for each key of the YAML's sections (``--gamma.every 5``).
+
+    Returns the run (its ``seed`` and ``output_dir`` the TRL config's), the TRL config and ``--resume``.
+    """
+    from trl import TrlParser
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ours_parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    _add_section_flags(ours_parser, loop)
+    given, _ = ours_parser.parse_known_args(argv)
+    parser = TrlParser([trl_class], prog=f"gf2 train {loop}", description=description, allow_abbrev=False)
+    _add_section_flags(parser, loop)
+    if given.config is None:
+        parser.parse_known_args(argv)  # --help, or an error in a flag, ends here
+        parser.error(f"--config is required: a YAML run, e.g. configs/train/{loop}/smoke.yaml")
+    path = Path(given.config)
+    obj = read_config(path, f"training run (configs/train/{loop}/)", TrainConfig)
+    for key, value in _overrides(given).items():
+        if isinstance(value, dict) and isinstance(obj.get(key), dict) and key != "curriculum":
+            obj[key] = {**obj[key], **value}
+        else:
+            obj[key] = value
+    config = train_config(obj, str(path))
+    unknown = parser.set_defaults_with_config(**trainer_settings(config, **(ours(config) if ours else {})))
+    if unknown:
+        names = [f.name for f in dataclasses.fields(trl_class)]
+        check_keys({k[2:]: None for k in unknown[::2]}, names, f"{path}: trainer ({trl_class.__name__})")
+    trl_args, _, unknown = parser.parse_args_into_dataclasses(argv, return_remaining_strings=True)
+    if unknown:
+        flags = [option for action in parser._actions for option in action.option_strings]
+        close = difflib.get_close_matches(unknown[0].split("=")[0], flags, n=1)
+        parser.error(
+            f"unrecognized arguments: {' '.join(unknown)}" + (f" (did you mean {close[0]}?)" if close else "")
+        )
+    config = dataclasses.replace(config, seed=trl_args.seed,
+                                 output_dir=output_folder(trl_args.output_dir, "--output_dir"))  # fmt: skip
+    return config, trl_args, bool(given.resume)
+
+
+__all__ = ["SECTIONS", "ModelSpec", "RewardWeights", "SFTData", "TrainConfig", "load_train_config",
+           "output_folder", "parse_run", "train_config", "trainer_settings"]  # fmt: skip

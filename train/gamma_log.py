@@ -1,8 +1,10 @@
-"""A training run's γ_g evaluation: what it asks (:class:`GammaEvalSpec`), where it goes (:class:`GammaLog`).
+"""A training run's γ_g evaluation: what it asks (:class:`GammaEvalSpec`), where it goes (:class:`GammaLog`,
+``gamma.csv``; :func:`gamma_scalars`, the trainer's own logs).
 
-Shared by the TRL callback (:mod:`gf2env.train.gamma`) and the SB3 one (:mod:`gf2env.train.sb3`).
-``gamma.csv``
-has the columns of ``gf2env.report.schema.SUMMARY`` with the run's columns around them
+Shared by the TRL callback (:mod:`gf2env.train.gamma`) and the SB3 one (:mod:`gf2env.train.sb3`): each
+writes ``gamma.csv`` here and hands :func:`gamma_scalars` to its trainer's logger (TRL's ``Trainer.log``,
+SB3's ``logger.record``), which sends them wherever the run reports (console, TensorBoard, W&B, trackio).
+``gamma.csv`` has the columns of ``gf2env.report.schema.SUMMARY`` with the run's columns around them
 (:data:`GAMMA`): the step, the curriculum's active depths, the held-out seed, the prompt id, and
 the wall time.
 """
@@ -20,7 +22,7 @@ from gf2env.agents.harness.grid import Grid
 from gf2env.agents.llm.queries import SamplingParams
 from gf2env.config.settings import TaskSettings, check_depths
 from gf2env.errors import GF2ConfigError, RecordFormatError
-from gf2env.report.schema import SUMMARY, Column, missing, read_table
+from gf2env.report.schema import COMPUTE_COLUMNS, SUMMARY, Column, missing, read_table
 
 GAMMA = SUMMARY.around(
     "gamma log",
@@ -89,10 +91,34 @@ def _header(path: Path) -> list[str]:
     return header
 
 
-class GammaLog:
-    """Where γ_g evaluations of a run go: ``gamma.csv``, TensorBoard / trackio / W&B, the end plots.
+def gamma_scalars(summary: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """One evaluation as a trainer logs it: ``gamma/g{g}`` (the mean), ``gamma/g{g}_lo`` and
+    ``gamma/g{g}_hi`` (its interval) a depth, and ``gamma/g{g}_{column}`` for each compute column
+    (:data:`gf2env.report.schema.COMPUTE_COLUMNS`: tokens, tool runs, times) the evaluation measured."""
+    scalars: dict[str, float] = {}
+    for row in summary:
+        g = int(row["g"])
+        scalars[f"gamma/g{g}"] = float(row["gamma_mean"])
+        scalars[f"gamma/g{g}_lo"] = float(row["gamma_lo"])
+        scalars[f"gamma/g{g}_hi"] = float(row["gamma_hi"])
+        for column in COMPUTE_COLUMNS:
+            value = row.get(column)
+            if value is not None and value == value:  # NaN: not measured
+                scalars[f"gamma/g{g}_{column}"] = float(value)
+    return scalars
 
-    Shared by the TRL callback below and the SB3 one (:mod:`gf2env.train.sb3`). ``done_steps`` holds the steps
+
+def gamma_line(step: int, summary: Sequence[dict[str, Any]]) -> str:
+    """One evaluation on one line, for the terminal: ``γ at step 40: g0 0.62 [0.41, 0.80] g1 ...``."""
+    cells = [f"g{int(r['g'])} {float(r['gamma_mean']):.3f} [{float(r['gamma_lo']):.3f}, "
+             f"{float(r['gamma_hi']):.3f}]" for r in summary]  # fmt: skip
+    return f"γ at step {step}: " + "  ".join(cells)
+
+
+class GammaLog:
+    """Where γ_g evaluations of a run go: ``gamma.csv`` and, at the end, its plots.
+
+    ``done_steps`` holds the steps
     already in the CSV (a resumed run does not evaluate them again).
     """
 
@@ -101,10 +127,8 @@ class GammaLog:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.csv_path = self.out_dir / "gamma.csv"
         self.done_steps = {int(r["step"]) for r in read_gamma_csv(self.csv_path)}
-        self._writer: Any = None
 
-    def record(self, step: int, summary: Sequence[dict[str, Any]], head: dict[str, Any],
-               extra_scalars: dict[str, float] | None = None) -> dict[int, float]:  # fmt: skip
+    def record(self, step: int, summary: Sequence[dict[str, Any]], head: dict[str, Any]) -> dict[int, float]:
         """Append one evaluation (summary rows of :func:`summarize`); returns γ by depth."""
         rows = [{"step": step, **head, **row, "time": time.time()} for row in summary]
         new = not self.csv_path.exists() or self.csv_path.stat().st_size == 0
@@ -115,36 +139,7 @@ class GammaLog:
                 writer.writeheader()
             writer.writerows(rows)
         self.done_steps.add(step)
-        gamma = {int(r["g"]): float(r["gamma_mean"]) for r in rows}
-        self._log_scalars(step, {**{f"gamma/g{g}": v for g, v in gamma.items()}, **(extra_scalars or {})})
-        return gamma
-
-    def _log_scalars(self, step: int, scalars: dict[str, float]) -> None:
-        writer_class: Any = None
-        try:
-            from torch.utils import tensorboard
-        except ImportError:
-            pass
-        else:
-            writer_class = tensorboard.SummaryWriter
-        if writer_class is not None:
-            if self._writer is None:
-                self._writer = writer_class(str(self.out_dir / "tensorboard" / "gamma"))
-            for key, value in scalars.items():
-                self._writer.add_scalar(key, value, step)
-            self._writer.flush()
-        for module in ("trackio", "wandb"):
-            try:
-                tracker = __import__(module)
-            except ImportError:
-                continue
-            if getattr(tracker, "run", None) is not None:
-                tracker.log({**scalars, "train/global_step": step})
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        return {int(r["g"]): float(r["gamma_mean"]) for r in rows}
 
     def plot(self) -> list[Path]:
         """γ_g against step (a line a depth) and γ_g against depth at the first and last evaluation."""
@@ -162,4 +157,12 @@ class GammaLog:
         return paths
 
 
-__all__ = ["GAMMA", "GAMMA_COLUMNS", "GammaEvalSpec", "GammaLog", "read_gamma_csv"]
+__all__ = [
+    "GAMMA",
+    "GAMMA_COLUMNS",
+    "GammaEvalSpec",
+    "GammaLog",
+    "gamma_line",
+    "gamma_scalars",
+    "read_gamma_csv",
+]

@@ -1,20 +1,23 @@
 """GRPO on GF2Recon with TRL, γ_g measured at every depth while it trains.
 
-    python -m gf2env.train.grpo --config configs/train/grpo/smoke.yaml [--model-path DIR] [--output-dir DIR]
-                         [--max-steps N] [--resume]
-    gf2 train grpo --config ...            (the same)
+    gf2 train grpo --config configs/train/grpo/smoke.yaml [--any_GRPOConfig_field VALUE ...]
+                   [--model-path DIR] [--gamma.every N ...] [--resume]
+    torchrun --nproc_per_node 2 $(which gf2) train grpo --config ...     (several processes)
+    accelerate launch -m gf2env.train.grpo --config ...                    (the same)
 
 Top to bottom: the policy (a local model folder, LoRA optional) → the prompt stream (depths from
 the curriculum, prompt ``i`` a pure function of ``(seed, i)``) → rewards (the task's scorer: exact
 next term, plus an optional format reward) → TRL's ``GRPOConfig`` (the config's ``trainer`` mapping;
-on a machine without CUDA, CPU settings unless the config says otherwise) → callbacks (γ_g on the
-held-out set every ``gamma.every`` steps; the curriculum's state saved with each checkpoint) →
-``GRPOTrainer.train``. With ``tools: true`` the model may call ``run_python`` / ``submit`` of
+on a machine without CUDA, CPU settings unless the config says otherwise; every ``GRPOConfig`` field
+is also a flag, as with ``trl grpo``) → callbacks (γ_g on the held-out set every ``gamma.every``
+steps, logged through the trainer: ``--report_to tensorboard`` puts ``gamma/g{g}`` beside the loss
+and reward; the curriculum's state saved with each checkpoint) → ``GRPOTrainer.train``, with
+``run.json`` beside the results. With ``tools: true`` the model may call ``run_python`` / ``submit`` of
 :class:`gf2env.train.tool_env.GF2ToolEnvironment` (TRL's ``environment_factory``), the environment owns
 the reward, and the tool calls per completion are logged (``rewards/tool_calls/mean``).
 
 On GPU, set ``trainer: {use_vllm: true, vllm_mode: colocate}`` (or ``server`` with ``trl vllm-serve``)
-for vLLM generation; several GPUs: ``accelerate launch -m gf2env.train.grpo --config ...``.
+for vLLM generation (the γ evaluation then uses the colocated engine too, see :mod:`gf2env.train.gamma`).
 """
 
 from __future__ import annotations
@@ -25,57 +28,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gf2env.agents.models.catalog import resolve_model
 from gf2env.errors import GF2ConfigError
-from gf2env.train.config import TrainConfig, config_from_args, run_parser
+from gf2env.train.config import TrainConfig, parse_run, trainer_settings
+from gf2env.train.distributed import is_main_process
 from gf2env.train.gamma import GammaCallback
 from gf2env.train.rewards import correct_term_reward, format_reward
+from gf2env.train.trl_run import last_checkpoint, load_policy, run_trainer
 
 CURRICULUM_FILE = "curriculum.json"
-
-
-def cpu_defaults() -> dict[str, Any]:
-    """GRPOConfig settings for a machine without CUDA (the config's ``trainer`` overrides them)."""
-    import torch
-
-    if torch.cuda.is_available():
-        return {}
-    return {"use_cpu": True, "bf16": False, "fp16": False, "activation_checkpointing": False}
 
 
 def tool_calls(environments: Sequence[Any] | None = None, **_: Any) -> list[float]:
     """Tool calls each rollout made (weight 0: logged, not rewarded)."""
     return [float(env.tool_calls) for env in environments or ()]
-
-
-def load_policy(config: TrainConfig) -> tuple[Any, Any, Any]:
-    """(model, tokenizer, peft config or None) from the config's model folder."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    path = Path(resolve_model(config.model.path))
-    if not path.is_dir():
-        raise GF2ConfigError(
-            f"model.path={config.model.path} is not a folder; give a local model folder or a name from "
-            "`gf2 models list` (no model hub is used)."
-        )
-    if not (path / "config.json").is_file():
-        raise GF2ConfigError(
-            f"model.path={config.model.path} holds no config.json, so it is no Hugging Face model folder; "
-            "give the folder a model was saved to (e.g. by python -m gf2env.train.tiny_lm) or a name from "
-            "`gf2 models list`."
-        )
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, config.model.dtype))
-    peft_config = None
-    if config.model.lora is not None:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(task_type="CAUSAL_LM", **config.model.lora)
-    return model, tokenizer, peft_config
 
 
 class CurriculumCallback:
@@ -93,6 +58,8 @@ class CurriculumCallback:
         })()  # fmt: skip
 
     def save(self, state: Any) -> None:
+        if not is_main_process():  # the main process writes the checkpoints
+            return
         checkpoint = self.out_dir / f"checkpoint-{state.global_step}"
         checkpoint.mkdir(parents=True, exist_ok=True)
         (checkpoint / CURRICULUM_FILE).write_text(json.dumps(self.curriculum.state()))
@@ -100,7 +67,7 @@ class CurriculumCallback:
     def advance(self, step: int) -> None:
         self.curriculum.advance(step)
         depths = tuple(self.curriculum.depths())
-        if depths != self._last:
+        if depths != self._last and is_main_process():
             new = not (self.out_dir / "curriculum.csv").exists()
             with open(self.out_dir / "curriculum.csv", "a") as fh:
                 if new:
@@ -109,23 +76,17 @@ class CurriculumCallback:
             self._last = depths
 
 
-def build_trainer(config: TrainConfig, resume: bool = False) -> tuple[Any, Path | None]:
-    """The GRPOTrainer of a run, and the checkpoint to resume from (``None``: a fresh start)."""
-    from transformers.trainer_utils import get_last_checkpoint
+def build_trainer(config: TrainConfig, args: Any = None, resume: bool = False) -> tuple[Any, Path | None]:
+    """The GRPOTrainer of a run, and the checkpoint to resume from (``None``: a fresh start).
+    ``args``: its ``GRPOConfig`` (default: :func:`gf2env.train.config.trainer_settings` of ``config``)."""
     from trl import GRPOConfig, GRPOTrainer
 
     from gf2env.train.data import curriculum_dataset
 
     out = config.output_dir
-    out.mkdir(parents=True, exist_ok=True)
-    checkpoint = None
-    if resume:
-        last = get_last_checkpoint(str(out)) if out.exists() else None
-        if last is None:
-            raise GF2ConfigError(f"--resume: no checkpoint-* folder in {out}; set save_steps, train first.")
-        checkpoint = Path(last)
-        if (checkpoint / CURRICULUM_FILE).exists():
-            config.curriculum.load_state(json.loads((checkpoint / CURRICULUM_FILE).read_text()))
+    checkpoint = last_checkpoint(out) if resume else None
+    if checkpoint is not None and (checkpoint / CURRICULUM_FILE).exists():
+        config.curriculum.load_state(json.loads((checkpoint / CURRICULUM_FILE).read_text()))
 
     # 1. the policy
     model, tokenizer, peft_config = load_policy(config)
@@ -136,19 +97,15 @@ def build_trainer(config: TrainConfig, resume: bool = False) -> tuple[Any, Path 
     # 3. rewards: the task's scorer (tool mode: the environment's submit, plus the logged tool calls)
     if config.tools:
         reward_funcs: list[Any] = [format_reward, tool_calls]
-        weights = [config.rewards.format, 0.0]
     else:
         reward_funcs = [correct_term_reward, format_reward]  # TRL types them as returning list[float | None]
-        weights = [config.rewards.correct, config.rewards.format]
 
-    # 4. TRL's settings: ours first, the config's trainer mapping over them
-    settings = {"output_dir": str(out), "seed": config.seed, "shuffle_dataset": False,
-                "reward_weights": weights, "report_to": "none", "logging_steps": 1,
-                **cpu_defaults(), **config.trainer}  # fmt: skip
-    try:
-        args = GRPOConfig(**settings)
-    except TypeError as err:
-        raise GF2ConfigError(f"trainer: {err}; the keys are those of TRL GRPOConfig.") from None
+    # 4. TRL's settings: ours first, the config's trainer mapping (and the command line's flags) over them
+    if args is None:
+        try:
+            args = GRPOConfig(**trainer_settings(config, **grpo_settings(config)))
+        except TypeError as err:
+            raise GF2ConfigError(f"trainer: {err}; the keys are those of TRL GRPOConfig.") from None
 
     # 5. callbacks: γ_g on the held-out set, the curriculum's state
     gamma = GammaCallback(config.gamma, config.task, out, tokenizer, config.curriculum)
@@ -176,18 +133,24 @@ def build_trainer(config: TrainConfig, resume: bool = False) -> tuple[Any, Path 
         callbacks=[curriculum.callback, gamma],  # the curriculum's clock first: γ rows show the new depths
         environment_factory=environment_factory,
     )
+    gamma.attach(trainer)
     return trainer, checkpoint
 
 
+def grpo_settings(config: TrainConfig) -> dict[str, Any]:
+    """GRPOConfig values a run sets (the config's ``trainer`` mapping and the flags go over them): the
+    prompt stream's order kept, and the rewards' weights (tool mode: the tool calls are logged only)."""
+    rewards = config.rewards
+    weights = [rewards.format, 0.0] if config.tools else [rewards.correct, rewards.format]
+    return {"shuffle_dataset": False, "reward_weights": weights}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = run_parser("gf2 train grpo", __doc__.splitlines()[0], "configs/train/grpo/smoke.yaml")
-    parser.add_argument("--resume", action="store_true", help="continue from output_dir/checkpoint-*")
-    args = parser.parse_args(argv)
-    config = config_from_args(args)
-    trainer, checkpoint = build_trainer(config, resume=args.resume)
-    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    trainer.save_model(str(config.output_dir / "final"))
-    print(f"wrote {config.output_dir / 'gamma.csv'} and the γ_g plots in {config.output_dir}")
+    from trl import GRPOConfig
+
+    config, args, resume = parse_run(argv, "grpo", GRPOConfig, __doc__.splitlines()[0], grpo_settings)
+    trainer, checkpoint = build_trainer(config, args, resume=resume)
+    run_trainer("grpo", config, trainer, checkpoint)
     return 0
 
 

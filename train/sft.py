@@ -1,7 +1,8 @@
 """Supervised warm start on teacher completions from estimator A, γ_g measured as it trains.
 
-    python -m gf2env.train.sft --config configs/train/sft/smoke.yaml [--model-path DIR] [--output-dir DIR]
-    gf2 train sft --config ...            (the same)
+    gf2 train sft --config configs/train/sft/smoke.yaml [--any_SFTConfig_field VALUE ...] [--model-path DIR]
+                  [--sft.records N ...] [--resume]
+    torchrun --nproc_per_node 2 $(which gf2) train sft --config ...      (several processes)
 
 The teacher is estimator A (prefix and data): for each training record it undoes the known terms on
 every sample, keeps the candidates that explain every residual label, and answers the argmax (a
@@ -11,7 +12,8 @@ uniformly chosen one among ties). Its completion is a one-line trace (how many r
 what a tool-mode reply should look like. Records are prompt ``i`` of the run's seed, as in GRPO;
 the γ_g evaluation uses the held-out ``gamma.eval_seed``. The rest is TRL's ``SFTTrainer`` on
 prompt–completion pairs (loss on the completion only), the config's ``trainer`` mapping being
-``SFTConfig`` options.
+``SFTConfig`` options (each one also a flag), with γ_g in the trainer's logs and ``run.json`` beside
+the results. ``--resume`` continues from the last checkpoint, the γ log too (no step twice).
 """
 
 from __future__ import annotations
@@ -28,11 +30,11 @@ from gf2env.records.rows import prompt_row
 from gf2env.task.combinatorics import unrank_support
 from gf2env.task.posterior import StepBatch
 from gf2env.text.answers import boxed_answer
-from gf2env.train.config import TrainConfig, config_from_args, run_parser
+from gf2env.train.config import TrainConfig, parse_run, trainer_settings
 from gf2env.train.data import TaskSpec
 from gf2env.train.gamma import GammaCallback
-from gf2env.train.grpo import cpu_defaults, load_policy
 from gf2env.train.tool_solvers import DILIGENT_SOLVER
+from gf2env.train.trl_run import last_checkpoint, load_policy, run_trainer
 
 
 def residual_positives(record: Record) -> int:
@@ -70,37 +72,32 @@ def teacher_rows(
     return rows
 
 
-def build_trainer(config: TrainConfig) -> Any:
-    """The SFTTrainer of a run."""
+def build_trainer(config: TrainConfig, args: Any = None) -> Any:
+    """The SFTTrainer of a run (``args``: its ``SFTConfig``; default: from ``config``)."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    out = config.output_dir
-    out.mkdir(parents=True, exist_ok=True)
     model, tokenizer, peft_config = load_policy(config)
     rows = teacher_rows(config.task, config.sft.depths, config.sft.records, config.seed, config.sft.tools)
     dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
-    settings = {"output_dir": str(out), "seed": config.seed, "report_to": "none", "logging_steps": 1,
-                **cpu_defaults(), **config.trainer}  # fmt: skip
-    try:
-        args = SFTConfig(**settings)
-    except TypeError as err:
-        raise GF2ConfigError(f"trainer: {err}; the keys are those of TRL SFTConfig.") from None
-    gamma = GammaCallback(config.gamma, config.task, out, tokenizer)
-    return SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                      peft_config=peft_config, callbacks=[gamma])  # fmt: skip
+    if args is None:
+        try:
+            args = SFTConfig(**trainer_settings(config))
+        except TypeError as err:
+            raise GF2ConfigError(f"trainer: {err}; the keys are those of TRL SFTConfig.") from None
+    gamma = GammaCallback(config.gamma, config.task, config.output_dir, tokenizer)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                         peft_config=peft_config, callbacks=[gamma])  # fmt: skip
+    gamma.attach(trainer)
+    return trainer
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = run_parser("gf2 train sft", __doc__.splitlines()[0], "configs/train/sft/smoke.yaml")
-    args = parser.parse_args(argv)
-    config = config_from_args(args)
-    trainer = build_trainer(config)
-    trainer.train()
-    trainer.save_model(str(config.output_dir / "final"))
-    config.output_dir.joinpath("final").mkdir(exist_ok=True)
-    trainer.processing_class.save_pretrained(str(config.output_dir / "final"))
-    print(f"wrote {config.output_dir / 'final'} and {config.output_dir / 'gamma.csv'}")
+    from trl import SFTConfig
+
+    config, args, resume = parse_run(argv, "sft", SFTConfig, __doc__.splitlines()[0])
+    checkpoint = last_checkpoint(config.output_dir) if resume else None
+    run_trainer("sft", config, build_trainer(config, args), checkpoint)
     return 0
 
 

@@ -146,14 +146,16 @@ class TransformersBackend(Backend):
             )
         return completions
 
-    async def run(self, queries: Sequence[Query], params: SamplingParams, on_result: Callback) -> None:
+    def answer_batch(self, queries: Sequence[Query], params: SamplingParams) -> list[Completion]:
+        """One batch (at most ``batch_size`` queries): one at a time, each seeded with its own seed,
+        when ``batch_size`` is 1, else one :meth:`generate_batch` call."""
         if self.batch_size == 1:
-            for query in queries:
-                on_result(self.generate_one(query, params))
-                await asyncio.sleep(0)
-            return
+            return [self.generate_one(query, params) for query in queries]
+        return self.generate_batch(queries, params)
+
+    async def run(self, queries: Sequence[Query], params: SamplingParams, on_result: Callback) -> None:
         for i in range(0, len(queries), self.batch_size):
-            for completion in self.generate_batch(queries[i : i + self.batch_size], params):
+            for completion in self.answer_batch(queries[i : i + self.batch_size], params):
                 on_result(completion)
             await asyncio.sleep(0)
 

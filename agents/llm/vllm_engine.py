@@ -41,6 +41,15 @@ class VLLMEngineBackend(Backend):
         self._vllm = vllm
         self.llm = vllm.LLM(model=resolve_model(model), **engine_args)
 
+    @classmethod
+    def from_loaded(cls, llm: Any, name: str, chunk: int = 256) -> VLLMEngineBackend:
+        """A backend over an engine already made (e.g. the one TRL's GRPO trainer generates with)."""
+        import vllm
+
+        backend = cls.__new__(cls)
+        backend.model, backend.chunk, backend._vllm, backend.llm = name, chunk, vllm, llm
+        return backend
+
     def sampling(self, query: Query, params: SamplingParams) -> Any:
         return self._vllm.SamplingParams(
             n=1,
