@@ -119,6 +119,50 @@ def test_gamma_is_in_the_trainers_logs(grpo_runs):
     assert logged == csv[:2]  # the checkpoint at step 3 is written before the end's evaluation
 
 
+def wandb_history(run_file: Path) -> list[dict]:
+    """The history rows of a W&B offline run file (``run-*.wandb``: a 7-byte header, then records of
+    ``wandb_internal_pb2.Record`` in 32 KiB blocks, each chunk with a checksum, a length and a kind)."""
+    import struct
+
+    from wandb.proto import wandb_internal_pb2
+
+    data = run_file.read_bytes()
+    assert data[:4] == b":W&B", run_file
+    rows, pos, record = [], 7, b""
+    while pos + 7 <= len(data):
+        if 32768 - pos % 32768 < 7:  # no room for a chunk's header: the block is padded
+            pos += 32768 - pos % 32768
+            continue
+        _checksum, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
+        record = chunk if kind in (1, 2) else record + chunk  # 1 whole, 2 first, 3 middle, 4 last
+        if kind in (1, 4):
+            parsed = wandb_internal_pb2.Record()
+            parsed.ParseFromString(record)
+            if parsed.WhichOneof("record_type") == "history":
+                items = parsed.history.item
+                rows.append({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in items})
+    return rows
+
+
+@pytest.mark.slow
+def test_gamma_reaches_weights_and_biases_offline(tiny, tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")  # no account, no network: the run stays in WANDB_DIR
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    out = tmp_path / "run"
+    gf2("train", "grpo", "--config", str(GRPO_SMOKE), "--model-path", str(tiny), "--output_dir", str(out),
+        "--report_to", "wandb", "--max_steps", "2")  # fmt: skip
+    (run_file,) = tmp_path.glob("wandb/offline-run-*/run-*.wandb")
+    rows = [r for r in wandb_history(run_file) if "train/gamma/g1" in r]
+    csv = [
+        (r["step"], r["gamma_mean"], r["gamma_hi"]) for r in read_gamma_csv(out / "gamma.csv") if r["g"] == 1
+    ]
+    assert [(r["train/global_step"], r["train/gamma/g1"], r["train/gamma/g1_hi"]) for r in rows] == csv
+    assert any("train/loss" in r for r in wandb_history(run_file))
+
+
 @pytest.mark.slow
 def test_the_run_is_recorded_in_run_json(grpo_runs):
     record = json.loads((grpo_runs[2] / "run.json").read_text())
