@@ -4,6 +4,18 @@ SB3's ``VecEnv`` resets a finished sub-env within the same step and hands back i
 observation as ``info["terminal_observation"]``; :class:`SB3VecEnv` does exactly that on top of
 :class:`~gf2env.envs.vector.GF2ReconVectorEnv` (whose own autoreset is Gymnasium's NEXT_STEP). Needs the
 ``sb3`` extra.
+
+Sub-env ``i`` is row ``i`` of one numpy batch, not an env object, so SB3's per-sub-env calls answer
+what a row has (each honours ``indices`` and returns one value per sub-env):
+
+* ``get_attr``: the batch's per-sub-env state (``depth``, ``attempt``: element ``i``) or a setting
+  every sub-env shares (:data:`SHARED_ATTRS`: spaces, ``config``, ``step_mode``, ``start_depth``, ...);
+* ``set_attr``: ``start_depth`` only, on every sub-env at once (``indices`` ``None`` or all of them);
+* ``env_method``: the methods that are functions of the shared settings (:data:`METHODS`).
+
+Anything else raises ``AttributeError`` (an unknown name, as SB3's ``has_attr`` expects) or
+:class:`~gf2env.errors.GF2ConfigError` (a setting for part of the batch), never answers from one
+template env.
 """
 
 from __future__ import annotations
@@ -14,6 +26,17 @@ import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices
 
 from gf2env.envs.vector import GF2ReconVectorEnv
+from gf2env.errors import GF2ConfigError
+
+#: Per-sub-env state: the attribute's name → the vector env's ``(num_envs,)`` array holding it.
+PER_ENV_ATTRS = {"depth": "_depth", "attempt": "_attempt"}
+#: Settings every sub-env shares (the single env's attributes of the same name).
+SHARED_ATTRS = ("config", "observation_space", "action_space", "metadata", "spec", "render_mode",
+                "step_mode", "max_attempts", "start_depth", "stream", "kernel", "bayes_ceiling")  # fmt: skip
+#: Shared settings ``set_attr`` may change, on every sub-env at once.
+SETTABLE_ATTRS = ("start_depth",)
+#: Methods that are functions of the shared settings (``render`` is ``None``: the batch does not render).
+METHODS = ("action_to_indices", "indices_to_action", "render")
 
 
 class SB3VecEnv(VecEnv):
@@ -72,15 +95,40 @@ class SB3VecEnv(VecEnv):
         self.venv.close()
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
-        if attr_name == "render_mode":
-            return [None] * len(list(self._get_indices(indices)))
-        value = getattr(self.venv.single, attr_name)
-        return [value for _ in self._get_indices(indices)]
+        """Per-sub-env state (element ``i``) or a shared setting, one value per index."""
+        idx = list(self._get_indices(indices))
+        if attr_name in PER_ENV_ATTRS:
+            values = getattr(self.venv, PER_ENV_ATTRS[attr_name])
+            return [values[i].item() for i in idx]
+        if attr_name in SHARED_ATTRS:
+            return [getattr(self.venv.single, attr_name) for _ in idx]
+        raise AttributeError(
+            f"SB3VecEnv sub-envs are rows of one batch: get_attr({attr_name!r}) is not one of "
+            f"{sorted(PER_ENV_ATTRS)} (per sub-env) or {list(SHARED_ATTRS)} (shared)."
+        )
 
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
-        raise AttributeError(f"SB3VecEnv sub-envs share one batch; setting {attr_name!r} is not supported.")
+        """Set a shared setting (:data:`SETTABLE_ATTRS`) on every sub-env; the next resets use it."""
+        if attr_name not in SETTABLE_ATTRS:
+            raise AttributeError(
+                f"SB3VecEnv sub-envs are rows of one batch: set_attr({attr_name!r}) is not supported; "
+                f"only {list(SETTABLE_ATTRS)} can be set."
+            )
+        if sorted(self._get_indices(indices)) != list(range(self.num_envs)):
+            raise GF2ConfigError(
+                f"set_attr({attr_name!r}, indices={indices!r}): the {self.num_envs} sub-envs share one "
+                f"{attr_name}; pass indices=None to set it on all of them."
+            )
+        depth = self.venv.single.start_depth_from_options({"start_depth": value})  # its checks
+        self.venv.single.start_depth = self.venv.start_depth = depth
 
     def env_method(self, method_name: str, *args: Any, indices: VecEnvIndices = None, **kwargs: Any) -> list:
+        """A method of the shared settings (:data:`METHODS`), called once per index."""
+        if method_name not in METHODS:
+            raise AttributeError(
+                f"SB3VecEnv sub-envs are rows of one batch: env_method({method_name!r}) is not one of "
+                f"{list(METHODS)}; reset, step and seed act on the whole batch (VecEnv.reset/step/seed)."
+            )
         method = getattr(self.venv.single, method_name)
         return [method(*args, **kwargs) for _ in self._get_indices(indices)]
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -36,22 +39,51 @@ output_dir: {out}
 """
 
 
-def train_sb3(config: Path, *extra: str) -> None:
-    cmd = [sys.executable, "-m", "gf2env", "train", "sb3", "--config", str(config), *extra]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+def sb3_command(config: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "gf2env", "train", "sb3", "--config", str(config), *extra]
+
+
+def train_sb3(config: Path, *extra: str) -> str:
+    """Run ``gf2 train sb3``; its stdout."""
+    run = subprocess.run(sb3_command(config, *extra), capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> dict[str, Path]:
+    """A run of each algorithm (with the progress bar); its config and stdout beside its folder."""
     root = tmp_path_factory.mktemp("sb3")
     out = {}
     for algo in ("ppo", "dqn"):
         config = root / f"{algo}.yaml"
         config.write_text(CONFIG.format(out=root / algo))
-        train_sb3(config, "--algo", algo)
+        (root / f"{algo}.stdout").write_text(train_sb3(config, "--algo", algo))
         out[algo] = root / algo
     return out
+
+
+def gamma_steps(out: Path) -> list[int]:
+    """The steps of ``gamma.csv``, checking that each has one row a depth (none twice)."""
+    rows = read_gamma_csv(out / "gamma.csv")
+    steps = sorted({r["step"] for r in rows})
+    assert sorted((r["step"], r["g"]) for r in rows) == [(s, g) for s in steps for g in (0, 1)]
+    return steps
+
+
+def scalars(out: Path, algo: str) -> dict[str, list[tuple[int, float]]]:
+    """SB3's TensorBoard scalars of a run (all its event files, a resumed run's included) by tag."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(out / "tensorboard" / f"{algo.upper()}_1"))
+    events.Reload()
+    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+def num_timesteps(path: Path, algo: str) -> int:
+    import stable_baselines3 as sb3
+
+    return getattr(sb3, algo.upper()).load(str(path), device="cpu").num_timesteps
 
 
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
@@ -65,6 +97,89 @@ def test_training_writes_gamma_rows_checkpoints_and_plots(trained, algo):
     assert {r["trials"] for r in rows} == {20}
     assert (out / "final.zip").exists() and list((out / "checkpoints").glob(f"{algo}_*_steps.zip"))
     assert (out / "gamma_vs_step.png").exists() and list((out / "tensorboard").iterdir())
+    record = json.loads((out / "run.json").read_text())
+    assert record["command"] == "train sb3" and record["status"] == "ok"
+    assert record["config"]["algo"] == algo and record["config"]["total_timesteps"] == 384
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_gamma_is_printed_and_logged_through_sb3s_logger_at_the_csv_steps(trained, algo):
+    out = trained[algo]
+    rows = read_gamma_csv(out / "gamma.csv")
+    steps = gamma_steps(out)
+    stdout = (out.parent / f"{algo}.stdout").read_text()
+    printed = [line for line in stdout.splitlines() if line.startswith("γ at step ")]
+    assert [int(line.split()[3].rstrip(":")) for line in printed] == steps  # one line an evaluation
+    first = {r["g"]: r for r in rows if r["step"] == 0}
+    assert f"g1 {first[1]['gamma_mean']:.3f} [{first[1]['gamma_lo']:.3f}, " in printed[0]
+    assert "384/384" in stdout  # the progress bar's last state
+    logged = scalars(out, algo)
+    for g in (0, 1):
+        for suffix, column in (("", "gamma_mean"), ("_lo", "gamma_lo"), ("_hi", "gamma_hi")):
+            expected = [(r["step"], r[column]) for r in rows if r["g"] == g]
+            got = logged[f"gamma/g{g}{suffix}"]
+            assert [s for s, _ in got] == [s for s, _ in expected]
+            assert np.allclose([v for _, v in got], [v for _, v in expected], atol=1e-6)
+    # VecMonitor's episodes: SB3 logs their mean return and length
+    assert {"rollout/ep_rew_mean", "rollout/ep_len_mean"} <= set(logged)
+    assert all(1 <= v <= 4 for _, v in logged["rollout/ep_len_mean"])  # episodes of at most n=4 steps
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_resume_continues_from_the_last_checkpoint_without_rows_twice(trained, tmp_path, algo):
+    run = tmp_path / "run"
+    shutil.copytree(trained[algo], run)  # a run that ended at 384, its last checkpoint at 256
+    config = trained[algo].parent / f"{algo}.yaml"
+    stdout = train_sb3(config, "--algo", algo, "--output-dir", str(run), "--total-timesteps", "512",
+                       "--resume", "--no-progress")  # fmt: skip
+    buffer = " and its replay buffer (64 steps of 4 envs)" if algo == "dqn" else ""
+    assert stdout.startswith(f"resuming from {run / 'checkpoints' / f'{algo}_256_steps.zip'}{buffer} at "
+                             "timestep 256\n")  # fmt: skip
+    assert [line for line in stdout.splitlines() if line.startswith("γ")] == [stdout.split("\n")[1]]
+    assert stdout.split("\n")[1].startswith("γ at step 512: ")  # 384 is in gamma.csv already
+    assert "/512" not in stdout  # --no-progress
+    assert gamma_steps(run) == [0, 128, 256, 384, 512]
+    assert [s for s, _ in scalars(run, algo)["gamma/g0"]] == [0, 128, 256, 384, 512]
+    assert num_timesteps(run / "final.zip", algo) == 512
+    record = json.loads((run / "run.json").read_text())  # the resumed run's, the first one's under previous
+    assert "--resume" in record["argv"] and [r["status"] for r in record["previous"]] == ["ok"]
+
+
+def test_a_killed_run_resumes_to_the_same_end(tmp_path):
+    """A run killed after its first checkpoint, resumed: every multiple of gamma.every evaluated once,
+    and the run ends at total_timesteps as an uninterrupted one does."""
+    out = tmp_path / "run"
+    config = tmp_path / "run.yaml"
+    config.write_text(CONFIG.format(out=out).replace("total_timesteps: 384", "total_timesteps: 2048")
+                      .replace("every: 128", "every: 256"))  # fmt: skip
+    first = out / "checkpoints" / "ppo_256_steps.zip"
+    killed = subprocess.Popen(sb3_command(config, "--no-progress"), cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while killed.poll() is None and time.monotonic() < deadline and not first.exists():
+            time.sleep(0.01)
+    finally:
+        killed.kill()
+        killed.wait()
+    assert killed.returncode < 0, "the run ended before it could be killed"
+    assert not (out / "final.zip").exists()
+    stdout = train_sb3(config, "--resume", "--no-progress")
+    assert stdout.startswith(f"resuming from {out / 'checkpoints' / 'ppo_'}")
+    assert gamma_steps(out) == list(range(0, 2049, 256))
+    assert num_timesteps(out / "final.zip", "ppo") == 2048
+
+
+def test_resume_without_a_checkpoint_names_the_folder(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text(CONFIG.format(out=tmp_path / "run"))
+    run = subprocess.run(sb3_command(config, "--resume"), capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)  # fmt: skip
+    assert run.returncode == 2, run.stderr[-3000:]
+    assert run.stderr.startswith(
+        f"gf2: error: --resume: {tmp_path / 'run' / 'checkpoints'} holds no ppo_<N>_steps.zip checkpoint"
+    )
+    assert "run without --resume to start it" in run.stderr and not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
@@ -120,6 +235,10 @@ def test_sb3_config_errors_name_the_fix(tmp_path):
         load_sb3_config(bad)
     bad.write_text("env: {}\nppo_hyper: {}\n")
     with pytest.raises(GF2ConfigError, match=r"unknown keys \['ppo_hyper'\]"):
+        load_sb3_config(bad)
+    assert load_sb3_config(SMALL).progress and not load_sb3_config(SMALL, progress=False).progress
+    bad.write_text("env: {}\nprogress: maybe\n")
+    with pytest.raises(GF2ConfigError, match="progress"):
         load_sb3_config(bad)
 
 
@@ -184,7 +303,6 @@ def test_a_checkpoint_that_names_the_old_module_paths_still_loads(tmp_path):
     with zipfile.ZipFile(path) as archive:
         data = archive.read("data").decode()
     import base64
-    import json
 
     pickled = base64.b64decode(json.loads(data)["policy_class"][":serialized:"])
     assert b"agents.set_policy" in pickled and b"gf2env" not in pickled
