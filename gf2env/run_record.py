@@ -50,9 +50,10 @@ SECRET_KEY = re.compile(r"(^|_)(api_key|secret|password|token)$", re.IGNORECASE)
 #: Seconds a probe (``git``, ``nvidia-smi``) may take before the record goes without it.
 PROBE_TIMEOUT_S = 5.0
 _MAX_DEPTH = 32
-#: A body's refusals of its input: raised before it wrote anything, in a folder without an earlier
-#: record, they leave nothing (no record, no folder the record made), as a refused command leaves nothing.
-REFUSALS = (GF2ConfigError, RecordFormatError)
+#: A body's refusals (of its input; ImportError: a missing extra): raised before it wrote anything, in a
+#: folder without an earlier record, they leave nothing (no record, no folder the record made), as a
+#: refused command leaves nothing.
+REFUSALS = (GF2ConfigError, RecordFormatError, ImportError)
 
 
 def plain(value: object, depth: int = 0) -> Any:
@@ -256,6 +257,7 @@ def run_record(
     made = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)  # the top one made
     out.mkdir(parents=True, exist_ok=True)
     path = out / RECORD_FILE
+    before = set(os.listdir(out))  # what the folder held: a refused body leaves it so
     record: dict[str, Any] = {
         "id": uuid.uuid4().hex[:12],
         "command": command,
@@ -281,7 +283,11 @@ def run_record(
     try:
         yield record
     except BaseException as err:
-        if isinstance(err, REFUSALS) and alone and os.listdir(out) == [RECORD_FILE]:
+        if (
+            isinstance(err, REFUSALS)
+            and alone
+            and set(os.listdir(out)) - {RECORD_FILE} == before - {RECORD_FILE}
+        ):
             _discard(path, made)  # refused before anything was written: nothing is left
             raise
         clean_exit = isinstance(err, SystemExit) and err.code in (0, None)

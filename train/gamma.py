@@ -57,6 +57,7 @@ class GammaCallback(TrainerCallback):
         spec: the evaluation; task: the task of the prompts; out_dir: where the CSV, log and plots go.
         tokenizer: the policy's tokenizer; curriculum: told each evaluation (adaptive ones move on it).
         name: the policy's name in the query log.
+        resume: the run continues one in ``out_dir`` (else a folder holding a ``gamma.csv`` is refused).
     """
 
     def __init__(
@@ -67,6 +68,7 @@ class GammaCallback(TrainerCallback):
         tokenizer: Any,
         curriculum: Curriculum | None = None,
         name: str = "policy",
+        resume: bool = False,
     ) -> None:
         self.spec, self.task, self.tokenizer = spec, task, tokenizer
         self.curriculum, self.name = curriculum, name
@@ -75,7 +77,7 @@ class GammaCallback(TrainerCallback):
         self._held = ExitStack()  # one run at a time on the log: released by close() or at exit
         self.gamma_log: GammaLog | None = None
         if self.main:
-            self.gamma_log = GammaLog(out_dir)
+            self.gamma_log = GammaLog(out_dir, resume=resume)
             self.log = QueryLog(self.gamma_log.out_dir / "gamma_queries.jsonl")
             self._held.enter_context(self.log.locked(option="--output-dir (output_dir:)"))
         else:  # the main process logs every answer; the others keep theirs in memory only

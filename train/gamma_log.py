@@ -119,13 +119,19 @@ class GammaLog:
     """Where γ_g evaluations of a run go: ``gamma.csv`` and, at the end, its plots.
 
     ``done_steps`` holds the steps
-    already in the CSV (a resumed run does not evaluate them again).
+    already in the CSV (a resumed run does not evaluate them again); ``resume=False`` (a new run) refuses
+    a folder that holds one.
     """
 
-    def __init__(self, out_dir: str | Path) -> None:
+    def __init__(self, out_dir: str | Path, resume: bool = True) -> None:
         self.out_dir = Path(out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         self.csv_path = self.out_dir / "gamma.csv"
+        if not resume and self.csv_path.exists():  # its steps would be skipped, its answers reused
+            raise GF2ConfigError(
+                f"{self.out_dir} holds another run's gamma.csv; pass --resume to continue that run, or "
+                "another --output_dir for a new one."
+            )
+        self.out_dir.mkdir(parents=True, exist_ok=True)
         self.done_steps = {int(r["step"]) for r in read_gamma_csv(self.csv_path)}
 
     def record(self, step: int, summary: Sequence[dict[str, Any]], head: dict[str, Any]) -> dict[int, float]:

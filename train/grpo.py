@@ -108,7 +108,7 @@ def build_trainer(config: TrainConfig, args: Any = None, resume: bool = False) -
             raise GF2ConfigError(f"trainer: {err}; the keys are those of TRL GRPOConfig.") from None
 
     # 5. callbacks: γ_g on the held-out set, the curriculum's state
-    gamma = GammaCallback(config.gamma, config.task, out, tokenizer, config.curriculum)
+    gamma = GammaCallback(config.gamma, config.task, out, tokenizer, config.curriculum, resume=resume)
     curriculum = CurriculumCallback(config.curriculum, out)
 
     environment_factory = None

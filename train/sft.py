@@ -72,8 +72,9 @@ def teacher_rows(
     return rows
 
 
-def build_trainer(config: TrainConfig, args: Any = None) -> Any:
-    """The SFTTrainer of a run (``args``: its ``SFTConfig``; default: from ``config``)."""
+def build_trainer(config: TrainConfig, args: Any = None, resume: bool = False) -> Any:
+    """The SFTTrainer of a run (``args``: its ``SFTConfig``; default: from ``config``; ``resume``: it
+    continues the run in ``output_dir``)."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
@@ -85,7 +86,7 @@ def build_trainer(config: TrainConfig, args: Any = None) -> Any:
             args = SFTConfig(**trainer_settings(config))
         except TypeError as err:
             raise GF2ConfigError(f"trainer: {err}; the keys are those of TRL SFTConfig.") from None
-    gamma = GammaCallback(config.gamma, config.task, config.output_dir, tokenizer)
+    gamma = GammaCallback(config.gamma, config.task, config.output_dir, tokenizer, resume=resume)
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
                          peft_config=peft_config, callbacks=[gamma])  # fmt: skip
     gamma.attach(trainer)
@@ -97,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     config, args, resume = parse_run(argv, "sft", SFTConfig, __doc__.splitlines()[0])
     checkpoint = last_checkpoint(config.output_dir) if resume else None
-    run_trainer("sft", config, build_trainer(config, args), checkpoint)
+    run_trainer("sft", config, build_trainer(config, args, resume), checkpoint)
     return 0
 
 

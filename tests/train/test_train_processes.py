@@ -270,3 +270,15 @@ def test_an_unknown_trainer_key_names_the_closest_trl_option(tmp_path, capsys):
     assert main(["train", "grpo", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert "learnin_rate" in err and "learning_rate" in err and "internal error" not in err
+
+
+def test_a_new_run_into_another_runs_folder_is_refused(tiny, tmp_path, capsys):
+    """Its γ steps would be skipped and the other run's answers reused: --resume, or another folder."""
+    from gf2env.cli import main
+
+    (tmp_path / "gamma.csv").write_text("step\n")
+    flags = ["--config", str(GRPO_SMOKE), "--model-path", str(tiny), "--output_dir", str(tmp_path)]
+    assert main(["train", "grpo", *flags]) == 2
+    err = capsys.readouterr().err
+    assert "holds another run's gamma.csv; pass --resume" in err and "internal error" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gamma.csv"]  # nothing written, no run.json
