@@ -125,7 +125,7 @@ class GammaCallback(TrainerCallback):
         policy.eval()
         try:
             with self._generating() as generator:
-                backend = self._backend(generator, llm.model)
+                backend = self._backend(generator if generator is not None else policy, llm.model)
                 agent = LLMAgent(llm, self.log, backend=backend, answered=self.answered)
                 evaluation = evaluate([agent], grid_cells(spec.grid(self.task)), progress=False)
         finally:
@@ -166,7 +166,7 @@ class GammaCallback(TrainerCallback):
             trainer.model_wrapped, trainer.accelerator, gather_deepspeed3_params=gather
         )
 
-    def _backend(self, generator: Any, name: str) -> Backend:
+    def _backend(self, lm: Any, name: str) -> Backend:
         """The trainer's generation backend, its batches shared out over the processes."""
         batch = self.spec.batch_size
         engine = self._vllm_engine()
@@ -175,7 +175,6 @@ class GammaCallback(TrainerCallback):
 
             vllm = VLLMEngineBackend.from_loaded(engine, name, chunk=batch)
             return ShardedBackend(vllm, vllm.answer_chunk, batch)
-        lm = generator if generator is not None else self.trainer.model if self.trainer else None
         transformers = TransformersBackend.from_loaded(lm, self.tokenizer, name, batch)
         return ShardedBackend(transformers, transformers.answer_batch, batch)
 
